@@ -1,0 +1,47 @@
+import type { AppendResult, NewEvent, RecordedEvent } from './event.js';
+import type { ExpectedVersion } from './expectedVersion.js';
+import type { EventFilter } from './filter.js';
+import type { ConsumerAdmin, DeadLetterAdmin, SubscribeOptions, Subscription } from './subscription.js';
+
+export interface AppendOptions {
+  /** @default 'any' */
+  expectedVersion?: ExpectedVersion;
+}
+
+export interface ReadStreamOptions {
+  /** First version to read. @default 1 */
+  fromVersion?: number;
+  /** Most events to yield. @default unlimited */
+  limit?: number;
+}
+
+export interface ReadAllOptions {
+  /** Yield events with a position strictly greater than this. @default 0 */
+  after?: number;
+  filter?: EventFilter;
+  /** Most events to yield. @default unlimited */
+  limit?: number;
+}
+
+/**
+ * The event store port: the same contract for the in-memory, SQLite, PostgreSQL and remote stores.
+ * Reads are async iterables that fetch in pages, so a large result is never held in memory whole.
+ */
+export interface EventStore {
+  /** Appends atomically: all events or none. Idempotent by event id (see `AppendResult.duplicate`). */
+  append(stream: string, events: NewEvent[], options?: AppendOptions): Promise<AppendResult>;
+  /** One stream's events in version order; nothing when the stream does not exist. */
+  readStream(stream: string, options?: ReadStreamOptions): AsyncIterable<RecordedEvent>;
+  /** Every event in global position order, optionally after a position and filtered. */
+  readAll(options?: ReadAllOptions): AsyncIterable<RecordedEvent>;
+  /** The position of the last committed event, 0 when empty. */
+  headPosition(): Promise<number>;
+  /** The stream's current version, 0 when it does not exist. */
+  streamVersion(stream: string): Promise<number>;
+  /** Opens a durable subscription for a named consumer (see `Subscription`). */
+  subscribe(consumer: string, options?: SubscribeOptions): Promise<Subscription>;
+  readonly consumers: ConsumerAdmin;
+  readonly deadLetters: DeadLetterAdmin;
+  /** Releases leases and closes connections/files. Safe to call twice. */
+  close(): Promise<void>;
+}

@@ -1,0 +1,59 @@
+import { InvalidInputError } from './errors.js';
+import { streamCategory } from './event.js';
+
+/**
+ * Which events a reader or consumer wants. Empty or missing lists do not constrain.
+ * An event matches when its type is in `types` (if given) and its stream is in one of the
+ * `categories` or starts with one of the `streamPrefixes` (if either is given).
+ */
+export interface EventFilter {
+  types?: string[];
+  categories?: string[];
+  streamPrefixes?: string[];
+}
+
+/** A filter with sorted, de-duplicated lists and no empty ones; equal filters normalise equally. */
+export function normalizeFilter(filter: EventFilter | undefined, field = 'filter'): EventFilter {
+  if (filter === undefined || filter === null) return {};
+  if (typeof filter !== 'object' || Array.isArray(filter)) throw new InvalidInputError(field, 'must be an object');
+  const out: EventFilter = {};
+  for (const key of Object.keys(filter)) {
+    if (key !== 'types' && key !== 'categories' && key !== 'streamPrefixes') {
+      throw new InvalidInputError(`${field}.${key}`, 'is not a filter field (types, categories, streamPrefixes)');
+    }
+  }
+  for (const key of ['types', 'categories', 'streamPrefixes'] as const) {
+    const list: unknown = filter[key];
+    if (list === undefined) continue;
+    if (!Array.isArray(list)) throw new InvalidInputError(`${field}.${key}`, 'must be an array of strings');
+    list.forEach((v, i) => {
+      if (typeof v !== 'string' || v.length === 0 || v.length > 256) {
+        throw new InvalidInputError(`${field}.${key}[${i}]`, 'must be a string of 1-256 characters');
+      }
+    });
+    const uniq = [...new Set(list as string[])].sort();
+    if (uniq.length > 0) out[key] = uniq;
+  }
+  return out;
+}
+
+export function filterKey(filter: EventFilter | undefined): string {
+  const f = normalizeFilter(filter);
+  return JSON.stringify([f.types ?? [], f.categories ?? [], f.streamPrefixes ?? []]);
+}
+
+export function sameFilter(a: EventFilter | undefined, b: EventFilter | undefined): boolean {
+  return filterKey(a) === filterKey(b);
+}
+
+export function matchesFilter(filter: EventFilter | undefined, event: { stream: string; type: string }): boolean {
+  if (!filter) return true;
+  const { types, categories, streamPrefixes } = filter;
+  if (types && types.length > 0 && !types.includes(event.type)) return false;
+  const hasCat = categories !== undefined && categories.length > 0;
+  const hasPre = streamPrefixes !== undefined && streamPrefixes.length > 0;
+  if (!hasCat && !hasPre) return true;
+  if (hasCat && categories.includes(streamCategory(event.stream))) return true;
+  if (hasPre && streamPrefixes.some((p) => event.stream.startsWith(p))) return true;
+  return false;
+}

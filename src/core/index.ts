@@ -1,0 +1,10 @@
+export * from './errors.js';
+export * from './json.js';
+export * from './event.js';
+export * from './expectedVersion.js';
+export * from './filter.js';
+export * from './limits.js';
+export * from './eventStore.js';
+export * from './subscription.js';
+export { isUuid, uuidv7 } from './uuid.js';
+export { validateStreamName, validateConsumerName } from './validation.js';

@@ -1,0 +1,61 @@
+/** JSON values, and the canonical form used to compare event content. */
+
+export type JsonPrimitive = null | boolean | number | string;
+export type JsonValue = JsonPrimitive | JsonValue[] | { [key: string]: JsonValue };
+export type JsonObject = { [key: string]: JsonValue };
+
+/**
+ * Why `value` is not plain JSON, or `null` when it is. Rejects functions, symbols, BigInt, undefined,
+ * non-finite numbers, cycles, and objects that are not plain (Date, Map, class instances).
+ */
+export function jsonProblem(value: unknown, path = '', seen: Set<object> = new Set()): string | null {
+  switch (typeof value) {
+    case 'string':
+    case 'boolean':
+      return null;
+    case 'number':
+      return Number.isFinite(value) ? null : `${path || 'value'} is not a finite number`;
+    case 'bigint':
+      return `${path || 'value'} is a BigInt, which JSON cannot represent`;
+    case 'function':
+      return `${path || 'value'} is a function`;
+    case 'symbol':
+      return `${path || 'value'} is a symbol`;
+    case 'undefined':
+      return `${path || 'value'} is undefined`;
+    case 'object':
+      break;
+  }
+  if (value === null) return null;
+  const obj = value as object;
+  if (seen.has(obj)) return `${path || 'value'} contains a cycle`;
+  seen.add(obj);
+  try {
+    if (Array.isArray(obj)) {
+      for (let i = 0; i < obj.length; i++) {
+        const p = jsonProblem(obj[i] as unknown, `${path}[${i}]`, seen);
+        if (p) return p;
+      }
+      return null;
+    }
+    const proto = Object.getPrototypeOf(obj) as unknown;
+    if (proto !== Object.prototype && proto !== null) {
+      return `${path || 'value'} is not a plain object (${obj.constructor?.name ?? 'unknown'})`;
+    }
+    for (const [k, v] of Object.entries(obj)) {
+      const p = jsonProblem(v, path ? `${path}.${k}` : k, seen);
+      if (p) return p;
+    }
+    return null;
+  } finally {
+    seen.delete(obj);
+  }
+}
+
+/** JSON text with object keys sorted, so that equal content gives equal text whatever the key order. */
+export function canonicalJson(value: JsonValue): string {
+  if (value === null || typeof value !== 'object') return JSON.stringify(value);
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  const keys = Object.keys(value).sort();
+  return `{${keys.map((k) => `${JSON.stringify(k)}:${canonicalJson(value[k] as JsonValue)}`).join(',')}}`;
+}
