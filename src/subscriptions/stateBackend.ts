@@ -1,0 +1,173 @@
+/**
+ * The state-backend SPI: where a store keeps the durable state of its consumers (registry, cursor,
+ * lease, epoch, status) and their dead letters. The subscription engine (`./subscriptionService.ts`)
+ * implements the whole `Subscription`, `ConsumerAdmin` and `DeadLetterAdmin` ports on top of this
+ * narrow interface plus the store's reads, so a store only has to provide these operations:
+ *
+ * - memory: `src/memory/subscriptionState.ts` (maps);
+ * - SQLite: `src/sqlite/subscriptionState.ts` (tables `idem_consumers`, `idem_dead_letters`);
+ * - PostgreSQL: one SQL statement (or one short transaction) per method.
+ *
+ * Rules every implementation follows:
+ * - Each method is atomic: it sees and changes the state as one transaction (a row lock or a
+ *   serialised writer), so two processes calling at once get a consistent answer.
+ * - Expected outcomes are values (`{ ok: false, ... }`); a thrown error means something unexpected
+ *   (I/O, a closed store). The engine turns the values into `ConsumerBusyError`, `FencedError`, ...
+ * - Fencing is by epoch alone: an operation that carries an epoch succeeds only while the stored
+ *   epoch is that epoch. The epoch increases by one on every successful `acquire`, so a stale
+ *   owner's writes are refused even if its lease expired without anybody taking over yet — and an
+ *   owner whose lease merely expired (nobody else acquired) may keep renewing and acking.
+ * - Times are the backend's clock (PostgreSQL: `now()`; embedded: `Date.now()`), returned as
+ *   ISO-8601 UTC strings with milliseconds.
+ * - Filters arrive normalised (`normalizeFilter`); compare them with `sameFilter` or by their
+ *   `filterKey` text.
+ */
+import type { RecordedEvent } from '../core/event.js';
+import type { EventFilter } from '../core/filter.js';
+import type { DeadLetterSelector, DeadLetterStatus, FailureInfo, ParkInfo } from '../core/subscription.js';
+
+/** The status a backend stores; `idle` is derived by the engine from a live lease and zero lag. */
+export type StoredConsumerStatus = 'running' | 'stopped' | 'failed';
+
+/** One consumer's durable state as the backend keeps it. */
+export interface ConsumerState {
+  name: string;
+  /** Normalised. */
+  filter: EventFilter;
+  /** Last acknowledged position (0 = nothing yet). */
+  position: number;
+  /** Owner label of the current or last lease; null once released. */
+  owner: string | null;
+  /** Fencing token; 0 before the first acquire. */
+  epoch: number;
+  /** End of the current lease (ISO); null when released. A lease in the past is no lease. */
+  leaseExpiresAt: string | null;
+  /** `running` while (or since) a lease was taken, `stopped` after release, `failed` after a failure release. */
+  status: StoredConsumerStatus;
+  lastError: FailureInfo['error'] | null;
+  failedEvent: FailureInfo['event'] | null;
+  /** Active dead letters (status `parked` or `retrying`). */
+  parked: number;
+  createdAt: string;
+  updatedAt: string;
+}
+
+/** One dead-letter row. Keyed by (consumer, event id): an event is dead-lettered at most once per consumer. */
+export interface DeadLetterRecord {
+  consumer: string;
+  /** The whole event as it was delivered (so listing needs no read from the log). */
+  event: RecordedEvent;
+  reason: string;
+  error: ParkInfo['error'] | null;
+  attempts: number;
+  status: DeadLetterStatus;
+  /** For an event parked behind an earlier one of its stream: that event's id. */
+  behind: string | null;
+  parkedAt: string;
+  skippedBy: string | null;
+  skippedAt: string | null;
+}
+
+export type RegisterResult =
+  | { ok: true; created: boolean; state: ConsumerState }
+  | { ok: false; reason: 'identity_conflict'; existingFilter: EventFilter };
+
+export type AcquireResult =
+  | { ok: true; epoch: number; position: number; leaseExpiresAt: string }
+  | { ok: false; reason: 'busy'; owner: string | null; leaseExpiresAt: string | null }
+  | { ok: false; reason: 'not_found' };
+
+/** For every epoch-carrying write: `fenced` when the stored epoch is another (or the consumer is gone). */
+export type Fenced = { ok: false; reason: 'fenced'; currentEpoch: number | null };
+
+export type RenewResult = { ok: true; leaseExpiresAt: string } | Fenced;
+export type WriteResult = { ok: true } | Fenced;
+export type AckResult = { ok: true; position: number; resolved: number } | Fenced;
+
+/**
+ * How an event is parked:
+ * - `failed`: the consumer gave up on it (`Subscription.park`). Stored `parked` (an existing row of the
+ *   same event is updated: reason, error, attempts, status back to `parked`). Every `retrying` row of the
+ *   same stream at a later position goes back to `parked` too. `behind` = the earliest other active
+ *   row of the stream at a lower position, if any.
+ * - `behind`: the engine parks a later event of a stream that already has an active dead letter. Only
+ *   when the stream still has an active row at a lower position: then stored with `behind` = that
+ *   earliest active row's event id and status `retrying` if any active row of the stream is
+ *   `retrying`, else `parked`. Otherwise nothing is written and the result is `parked: false` (the
+ *   stream was retried/skipped meanwhile; the engine delivers the event instead). An event that
+ *   already has an active row is left as it is and reported `parked: true`.
+ */
+export interface ParkRequest {
+  event: RecordedEvent;
+  mode: 'failed' | 'behind';
+  reason: string;
+  error: ParkInfo['error'] | null;
+  attempts: number;
+}
+
+export type ParkResult = { ok: true; parked: boolean; record: DeadLetterRecord | null } | Fenced;
+
+export type AdminResult = { ok: true } | { ok: false; reason: 'busy'; owner: string | null; leaseExpiresAt: string | null } | { ok: false; reason: 'not_found' };
+
+export interface SubscriptionStateBackend {
+  /**
+   * Creates the consumer at `startPosition` (status `stopped`, epoch 0) or, when it exists, checks its
+   * identity: the same normalised filter returns the existing state (`created: false`, start ignored);
+   * another filter is `identity_conflict`.
+   */
+  register(name: string, filter: EventFilter, startPosition: number): Promise<RegisterResult>;
+
+  /**
+   * Takes the lease when nobody holds a live one (no owner, or `leaseExpiresAt <= now`): epoch + 1,
+   * owner, lease until now + ttl, status `running`, last error cleared. Otherwise `busy` with the holder.
+   */
+  acquire(name: string, owner: string, ttlMs: number): Promise<AcquireResult>;
+
+  /** Extends the lease to now + ttl while `epoch` is current (even if it had expired meanwhile). */
+  renew(name: string, epoch: number, ttlMs: number): Promise<RenewResult>;
+
+  /**
+   * Gives the lease up while `epoch` is current: owner and lease cleared, status `stopped`, or
+   * `failed` with the failure recorded. The cursor is not touched.
+   */
+  release(name: string, epoch: number, failure?: FailureInfo): Promise<WriteResult>;
+
+  /**
+   * While `epoch` is current: cursor = max(cursor, position) (never back), and every row among
+   * `resolveIds` (event ids) whose status is `retrying` becomes `resolved`. `resolved` counts them.
+   */
+  ack(name: string, epoch: number, position: number, resolveIds: readonly string[]): Promise<AckResult>;
+
+  /** Records a dead letter while `epoch` is current; see `ParkRequest` for the two modes. */
+  park(name: string, epoch: number, request: ParkRequest): Promise<ParkResult>;
+
+  get(name: string): Promise<ConsumerState | null>;
+  /** Every consumer, by name. */
+  list(): Promise<ConsumerState[]>;
+
+  /** Moves the cursor to `position` (back or forward); refused while a live lease exists. */
+  reset(name: string, position: number): Promise<AdminResult>;
+  /** Removes the consumer and all its dead letters; refused while a live lease exists. */
+  delete(name: string): Promise<AdminResult>;
+
+  /**
+   * The consumer's dead letters in position order: active ones (`parked`, `retrying`), or every row
+   * with `all`; only `retrying` ones with `status: 'retrying'`; only one stream's with `stream`.
+   */
+  deadLetters(
+    name: string,
+    options?: { all?: boolean; status?: DeadLetterStatus; stream?: string; limit?: number },
+  ): Promise<DeadLetterRecord[]>;
+
+  /** The streams that have an active dead letter for this consumer. */
+  blockedStreams(name: string): Promise<string[]>;
+
+  /**
+   * Marks the selected entity's `parked` rows `retrying` (selector `{ id }`: the stream of that
+   * event's row). Returns how many changed; 0 when nothing matched.
+   */
+  retry(name: string, selector: DeadLetterSelector): Promise<number>;
+
+  /** Marks the selected entity's active rows `skipped` with `by` and the time. Returns how many. */
+  skip(name: string, selector: DeadLetterSelector, by: string): Promise<number>;
+}
