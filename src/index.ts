@@ -1,2 +1,5 @@
-// The root entry point: types, errors, the consumer runtime and the in-memory reference store.
+// The root entry point `idem`: types, errors, filters, the in-memory reference store
+// (and the consumer runtime as it lands).
 export * from './core/index.js';
+export { createMemoryStore, MemoryEventStore } from './memory/memoryStore.js';
+export type { MemoryStoreOptions } from './memory/memoryStore.js';

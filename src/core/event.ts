@@ -1,7 +1,7 @@
 import type { JsonObject, JsonValue } from './json.js';
 
 /** Well-known metadata keys; any other JSON-valued key may be added. */
-export interface EventMetadata extends JsonObject {}
+export type EventMetadata = JsonObject;
 
 /** An event as a caller hands it to `append`. */
 export interface NewEvent {

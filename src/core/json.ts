@@ -27,7 +27,7 @@ export function jsonProblem(value: unknown, path = '', seen: Set<object> = new S
       break;
   }
   if (value === null) return null;
-  const obj = value as object;
+  const obj = value;
   if (seen.has(obj)) return `${path || 'value'} contains a cycle`;
   seen.add(obj);
   try {

@@ -104,7 +104,7 @@ export function prepareAppend(stream: unknown, events: unknown, limits: StoreLim
     }
     const mp = jsonProblem(metadata, `${f}.metadata`);
     if (mp) throw new InvalidInputError(`${f}.metadata`, `must be JSON-serialisable: ${mp}`);
-    const data = e.data as JsonValue;
+    const data = e.data;
     const dataJson = JSON.stringify(data);
     const metadataJson = JSON.stringify(metadata);
     const size = Buffer.byteLength(dataJson) + Buffer.byteLength(metadataJson);

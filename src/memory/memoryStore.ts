@@ -1,0 +1,160 @@
+import {
+  type AppendOptions,
+  type EventStore,
+  type ReadAllOptions,
+  type ReadStreamOptions,
+} from '../core/eventStore.js';
+import type { AppendResult, NewEvent, RecordedEvent } from '../core/event.js';
+import { ClosedError } from '../core/errors.js';
+import { parseExpectedVersion, satisfies } from '../core/expectedVersion.js';
+import { WrongExpectedVersionError } from '../core/errors.js';
+import { matchesFilter, normalizeFilter } from '../core/filter.js';
+import { resolveIdempotentAppend, type ExistingEvent } from '../core/idempotency.js';
+import { DEFAULT_LIMITS, type StoreLimits } from '../core/limits.js';
+import type { ConsumerAdmin, DeadLetterAdmin, SubscribeOptions, Subscription } from '../core/subscription.js';
+import { prepareAppend, validateLimit, validatePosition, validateStreamName } from '../core/validation.js';
+import { AppendListeners } from '../core/appendListeners.js';
+import { notWiredAdmin, notWiredSubscribe } from './notWired.js';
+
+export interface MemoryStoreOptions {
+  /** Input limits; unset fields keep their defaults. */
+  limits?: Partial<StoreLimits>;
+}
+
+interface Stored {
+  event: RecordedEvent;
+  contentKey: string;
+}
+
+/**
+ * The in-memory reference store: the model the other stores are compared against in tests, and a
+ * store for unit tests and demos. Nothing survives the process. Reads hand out copies, so callers
+ * cannot change what was stored.
+ */
+export class MemoryEventStore implements EventStore {
+  readonly limits: StoreLimits;
+  private readonly log: Stored[] = [];
+  private readonly byId = new Map<string, Stored>();
+  private readonly streams = new Map<string, Stored[]>();
+  private readonly listeners = new AppendListeners();
+  private closed = false;
+
+  // WIRE: subscriptions
+  readonly consumers: ConsumerAdmin = notWiredAdmin;
+  readonly deadLetters: DeadLetterAdmin = notWiredAdmin as unknown as DeadLetterAdmin;
+
+  constructor(options: MemoryStoreOptions = {}) {
+    this.limits = { ...DEFAULT_LIMITS, ...options.limits };
+  }
+
+  async append(stream: string, events: NewEvent[], options: AppendOptions = {}): Promise<AppendResult> {
+    return this.appendNow(stream, events, options);
+  }
+
+  private appendNow(stream: string, events: NewEvent[], options: AppendOptions): AppendResult {
+    this.assertOpen();
+    const prepared = prepareAppend(stream, events, this.limits);
+    const expected = parseExpectedVersion(options.expectedVersion, 'expectedVersion');
+    const existing = new Map<string, ExistingEvent>();
+    for (const e of prepared) {
+      const old = this.byId.get(e.id);
+      if (old) existing.set(e.id, { ...old.event, contentKey: old.contentKey });
+    }
+    const duplicate = resolveIdempotentAppend(stream, prepared, existing);
+    if (duplicate) return duplicate;
+    const history = this.streams.get(stream) ?? [];
+    if (!satisfies(expected, history.length)) throw new WrongExpectedVersionError(stream, expected, history.length);
+    const recordedAt = new Date().toISOString();
+    const firstPosition = this.log.length + 1;
+    prepared.forEach((e, i) => {
+      const stored: Stored = {
+        event: {
+          id: e.id,
+          stream,
+          type: e.type,
+          version: history.length + 1,
+          position: firstPosition + i,
+          data: structuredClone(e.data),
+          metadata: structuredClone(e.metadata),
+          recordedAt,
+        },
+        contentKey: e.contentKey,
+      };
+      history.push(stored);
+      this.log.push(stored);
+      this.byId.set(e.id, stored);
+    });
+    this.streams.set(stream, history);
+    const head = this.log.length;
+    queueMicrotask(() => this.listeners.emit(head));
+    return {
+      stream,
+      version: history.length,
+      firstPosition,
+      lastPosition: head,
+      duplicate: false,
+      ids: prepared.map((e) => e.id),
+    };
+  }
+
+  async *readStream(stream: string, options: ReadStreamOptions = {}): AsyncGenerator<RecordedEvent> {
+    validateStreamName(stream);
+    const from = options.fromVersion === undefined ? 1 : validatePosition(options.fromVersion, 'fromVersion');
+    const limit = validateLimit(options.limit);
+    const history = this.streams.get(stream) ?? [];
+    let yielded = 0;
+    for (let i = Math.max(0, from - 1); i < history.length; i++) {
+      if (limit !== undefined && yielded >= limit) return;
+      this.assertOpen();
+      yielded++;
+      yield structuredClone(history[i]!.event);
+    }
+  }
+
+  async *readAll(options: ReadAllOptions = {}): AsyncGenerator<RecordedEvent> {
+    const after = options.after === undefined ? 0 : validatePosition(options.after, 'after');
+    const filter = normalizeFilter(options.filter);
+    const limit = validateLimit(options.limit);
+    let yielded = 0;
+    for (let i = after; i < this.log.length; i++) {
+      if (limit !== undefined && yielded >= limit) return;
+      this.assertOpen();
+      const e = this.log[i]!.event;
+      if (!matchesFilter(filter, e)) continue;
+      yielded++;
+      yield structuredClone(e);
+    }
+  }
+
+  headPosition(): Promise<number> {
+    return Promise.resolve(this.log.length);
+  }
+
+  streamVersion(stream: string): Promise<number> {
+    return Promise.resolve(this.streams.get(validateStreamName(stream))?.length ?? 0);
+  }
+
+  // WIRE: subscriptions
+  subscribe(consumer: string, options?: SubscribeOptions): Promise<Subscription> {
+    return notWiredSubscribe(consumer, options);
+  }
+
+  /** Calls `listener(head)` after every append committed through this store object. Returns an unsubscribe. */
+  onAppend(listener: (head: number) => void): () => void {
+    return this.listeners.add(listener);
+  }
+
+  close(): Promise<void> {
+    this.closed = true;
+    this.listeners.clear();
+    return Promise.resolve();
+  }
+
+  private assertOpen(): void {
+    if (this.closed) throw new ClosedError('memory store');
+  }
+}
+
+export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryEventStore {
+  return new MemoryEventStore(options);
+}

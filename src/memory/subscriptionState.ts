@@ -1,0 +1,278 @@
+import type { RecordedEvent } from '../core/event.js';
+import { sameFilter, type EventFilter } from '../core/filter.js';
+import type { DeadLetterSelector, DeadLetterStatus, FailureInfo } from '../core/subscription.js';
+import type {
+  AckResult,
+  AcquireResult,
+  AdminResult,
+  ConsumerState,
+  DeadLetterRecord,
+  Fenced,
+  ParkRequest,
+  ParkResult,
+  RegisterResult,
+  RenewResult,
+  SubscriptionStateBackend,
+  WriteResult,
+} from '../subscriptions/stateBackend.js';
+
+type Row = Omit<ConsumerState, 'parked'>;
+
+const isActive = (s: DeadLetterStatus): boolean => s === 'parked' || s === 'retrying';
+
+/**
+ * Consumer state in process memory: the reference implementation of the state-backend SPI. Every
+ * method runs synchronously, so each is trivially atomic. Returned objects are copies.
+ */
+export class MemorySubscriptionState implements SubscriptionStateBackend {
+  private readonly consumers = new Map<string, Row>();
+  /** consumer -> event id -> row, in insertion order (the engine parks in position order). */
+  private readonly letters = new Map<string, Map<string, DeadLetterRecord>>();
+
+  constructor(private readonly now: () => number = Date.now) {}
+
+  register(name: string, filter: EventFilter, startPosition: number): Promise<RegisterResult> {
+    const row = this.consumers.get(name);
+    if (row) {
+      if (!sameFilter(row.filter, filter)) return ok({ ok: false, reason: 'identity_conflict', existingFilter: clone(row.filter) });
+      return ok({ ok: true, created: false, state: this.state(row) });
+    }
+    const at = this.iso();
+    const created: Row = {
+      name,
+      filter: clone(filter),
+      position: startPosition,
+      owner: null,
+      epoch: 0,
+      leaseExpiresAt: null,
+      status: 'stopped',
+      lastError: null,
+      failedEvent: null,
+      createdAt: at,
+      updatedAt: at,
+    };
+    this.consumers.set(name, created);
+    return ok({ ok: true, created: true, state: this.state(created) });
+  }
+
+  acquire(name: string, owner: string, ttlMs: number): Promise<AcquireResult> {
+    const row = this.consumers.get(name);
+    if (!row) return ok({ ok: false, reason: 'not_found' });
+    if (this.leaseLive(row)) return ok({ ok: false, reason: 'busy', owner: row.owner, leaseExpiresAt: row.leaseExpiresAt });
+    row.epoch += 1;
+    row.owner = owner;
+    row.leaseExpiresAt = new Date(this.now() + ttlMs).toISOString();
+    row.status = 'running';
+    row.lastError = null;
+    row.failedEvent = null;
+    row.updatedAt = this.iso();
+    return ok({ ok: true, epoch: row.epoch, position: row.position, leaseExpiresAt: row.leaseExpiresAt });
+  }
+
+  renew(name: string, epoch: number, ttlMs: number): Promise<RenewResult> {
+    const row = this.owned(name, epoch);
+    if ('reason' in row) return ok(row);
+    row.leaseExpiresAt = new Date(this.now() + ttlMs).toISOString();
+    return ok({ ok: true, leaseExpiresAt: row.leaseExpiresAt });
+  }
+
+  release(name: string, epoch: number, failure?: FailureInfo): Promise<WriteResult> {
+    const row = this.owned(name, epoch);
+    if ('reason' in row) return ok(row);
+    row.owner = null;
+    row.leaseExpiresAt = null;
+    row.status = failure ? 'failed' : 'stopped';
+    row.lastError = failure ? clone(failure.error) : null;
+    row.failedEvent = failure?.event ? clone(failure.event) : null;
+    row.updatedAt = this.iso();
+    return ok({ ok: true });
+  }
+
+  ack(name: string, epoch: number, position: number, resolveIds: readonly string[]): Promise<AckResult> {
+    const row = this.owned(name, epoch);
+    if ('reason' in row) return ok(row);
+    if (position > row.position) {
+      row.position = position;
+      row.updatedAt = this.iso();
+    }
+    let resolved = 0;
+    const letters = this.letters.get(name);
+    for (const id of resolveIds) {
+      const l = letters?.get(id);
+      if (l && l.status === 'retrying') {
+        l.status = 'resolved';
+        resolved++;
+      }
+    }
+    return ok({ ok: true, position: row.position, resolved });
+  }
+
+  park(name: string, epoch: number, request: ParkRequest): Promise<ParkResult> {
+    const row = this.owned(name, epoch);
+    if ('reason' in row) return ok(row);
+    const letters = this.letters.get(name) ?? new Map<string, DeadLetterRecord>();
+    this.letters.set(name, letters);
+    const { event } = request;
+    const sameStream = [...letters.values()].filter((l) => l.event.stream === event.stream && isActive(l.status));
+    const earlier = sameStream.filter((l) => l.event.position < event.position && l.event.id !== event.id);
+    earlier.sort((a, b) => a.event.position - b.event.position);
+    const existing = letters.get(event.id);
+    if (request.mode === 'behind') {
+      if (existing && isActive(existing.status)) return ok({ ok: true, parked: true, record: clone(existing) });
+      const first = earlier[0];
+      if (!first) return ok({ ok: true, parked: false, record: null });
+      const status: DeadLetterStatus = sameStream.some((l) => l.status === 'retrying') ? 'retrying' : 'parked';
+      const record = this.newRecord(name, event, request, status, first.event.id);
+      letters.set(event.id, record);
+      return ok({ ok: true, parked: true, record: clone(record) });
+    }
+    for (const l of sameStream) {
+      if (l.status === 'retrying' && l.event.position > event.position) l.status = 'parked';
+    }
+    const behind = earlier[0]?.event.id ?? null;
+    let record: DeadLetterRecord;
+    if (existing) {
+      existing.status = 'parked';
+      existing.reason = request.reason;
+      existing.error = clone(request.error);
+      existing.attempts = request.attempts;
+      existing.behind = behind;
+      existing.skippedAt = null;
+      existing.skippedBy = null;
+      record = existing;
+    } else {
+      record = this.newRecord(name, event, request, 'parked', behind);
+      letters.set(event.id, record);
+    }
+    return ok({ ok: true, parked: true, record: clone(record) });
+  }
+
+  get(name: string): Promise<ConsumerState | null> {
+    const row = this.consumers.get(name);
+    return ok(row ? this.state(row) : null);
+  }
+
+  list(): Promise<ConsumerState[]> {
+    return ok([...this.consumers.values()].sort((a, b) => (a.name < b.name ? -1 : 1)).map((r) => this.state(r)));
+  }
+
+  reset(name: string, position: number): Promise<AdminResult> {
+    const row = this.consumers.get(name);
+    if (!row) return ok({ ok: false, reason: 'not_found' });
+    if (this.leaseLive(row)) return ok({ ok: false, reason: 'busy', owner: row.owner, leaseExpiresAt: row.leaseExpiresAt });
+    row.position = position;
+    row.updatedAt = this.iso();
+    return ok({ ok: true });
+  }
+
+  delete(name: string): Promise<AdminResult> {
+    const row = this.consumers.get(name);
+    if (!row) return ok({ ok: false, reason: 'not_found' });
+    if (this.leaseLive(row)) return ok({ ok: false, reason: 'busy', owner: row.owner, leaseExpiresAt: row.leaseExpiresAt });
+    this.consumers.delete(name);
+    this.letters.delete(name);
+    return ok({ ok: true });
+  }
+
+  deadLetters(
+    name: string,
+    options: { all?: boolean; status?: DeadLetterStatus; stream?: string; limit?: number } = {},
+  ): Promise<DeadLetterRecord[]> {
+    let rows = [...(this.letters.get(name)?.values() ?? [])];
+    if (options.status) rows = rows.filter((l) => l.status === options.status);
+    else if (!options.all) rows = rows.filter((l) => isActive(l.status));
+    if (options.stream !== undefined) rows = rows.filter((l) => l.event.stream === options.stream);
+    rows.sort((a, b) => a.event.position - b.event.position);
+    if (options.limit !== undefined) rows = rows.slice(0, options.limit);
+    return ok(rows.map(clone));
+  }
+
+  blockedStreams(name: string): Promise<string[]> {
+    const set = new Set<string>();
+    for (const l of this.letters.get(name)?.values() ?? []) if (isActive(l.status)) set.add(l.event.stream);
+    return ok([...set]);
+  }
+
+  retry(name: string, selector: DeadLetterSelector): Promise<number> {
+    let n = 0;
+    for (const l of this.selected(name, selector)) {
+      if (l.status === 'parked') {
+        l.status = 'retrying';
+        n++;
+      }
+    }
+    return ok(n);
+  }
+
+  skip(name: string, selector: DeadLetterSelector, by: string): Promise<number> {
+    const at = this.iso();
+    let n = 0;
+    for (const l of this.selected(name, selector)) {
+      if (isActive(l.status)) {
+        l.status = 'skipped';
+        l.skippedBy = by;
+        l.skippedAt = at;
+        n++;
+      }
+    }
+    return ok(n);
+  }
+
+  private selected(name: string, selector: DeadLetterSelector): DeadLetterRecord[] {
+    const letters = this.letters.get(name);
+    if (!letters) return [];
+    const stream = 'stream' in selector ? selector.stream : letters.get(selector.id)?.event.stream;
+    if (stream === undefined) return [];
+    return [...letters.values()].filter((l) => l.event.stream === stream);
+  }
+
+  private newRecord(
+    name: string,
+    event: RecordedEvent,
+    request: ParkRequest,
+    status: DeadLetterStatus,
+    behind: string | null,
+  ): DeadLetterRecord {
+    return {
+      consumer: name,
+      event: clone(event),
+      reason: request.reason,
+      error: clone(request.error),
+      attempts: request.attempts,
+      status,
+      behind,
+      parkedAt: this.iso(),
+      skippedBy: null,
+      skippedAt: null,
+    };
+  }
+
+  private owned(name: string, epoch: number): Row | Fenced {
+    const row = this.consumers.get(name);
+    if (!row) return { ok: false, reason: 'fenced', currentEpoch: null };
+    if (row.epoch !== epoch) return { ok: false, reason: 'fenced', currentEpoch: row.epoch };
+    return row;
+  }
+
+  private leaseLive(row: Row): boolean {
+    return row.owner !== null && row.leaseExpiresAt !== null && Date.parse(row.leaseExpiresAt) > this.now();
+  }
+
+  private state(row: Row): ConsumerState {
+    let parked = 0;
+    for (const l of this.letters.get(row.name)?.values() ?? []) if (isActive(l.status)) parked++;
+    return { ...clone(row), parked };
+  }
+
+  private iso(): string {
+    return new Date(this.now()).toISOString();
+  }
+}
+
+function ok<T>(value: T): Promise<T> {
+  return Promise.resolve(value);
+}
+
+function clone<T>(value: T): T {
+  return structuredClone(value);
+}

@@ -1,0 +1,82 @@
+import type Database from 'better-sqlite3';
+import type { RecordedEvent } from '../core/event.js';
+import type { EventFilter } from '../core/filter.js';
+import type { JsonObject, JsonValue } from '../core/json.js';
+import { contentKey } from '../core/validation.js';
+import type { ExistingEvent } from '../core/idempotency.js';
+
+/** A row of `idem_events` as better-sqlite3 returns it. */
+export interface EventRow {
+  position: number;
+  id: string;
+  stream: string;
+  version: number;
+  type: string;
+  data: string;
+  metadata: string;
+  recorded_at: string;
+}
+
+export const EVENT_COLUMNS = 'position, id, stream, version, type, data, metadata, recorded_at';
+
+export function toRecordedEvent(row: EventRow): RecordedEvent {
+  return {
+    id: row.id,
+    stream: row.stream,
+    type: row.type,
+    version: row.version,
+    position: row.position,
+    data: JSON.parse(row.data) as JsonValue,
+    metadata: JSON.parse(row.metadata) as JsonObject,
+    recordedAt: row.recorded_at,
+  };
+}
+
+export function toExistingEvent(row: EventRow): ExistingEvent {
+  return {
+    id: row.id,
+    stream: row.stream,
+    version: row.version,
+    position: row.position,
+    contentKey: contentKey(row.type, JSON.parse(row.data) as JsonValue, JSON.parse(row.metadata) as JsonObject),
+  };
+}
+
+/** The rows already stored under any of `ids`. */
+export function selectByIds(db: Database.Database, ids: readonly string[]): EventRow[] {
+  const out: EventRow[] = [];
+  // Chunks keep the statement under SQLite's bound-parameter limit.
+  for (let i = 0; i < ids.length; i += 500) {
+    const chunk = ids.slice(i, i + 500);
+    const sql = `SELECT ${EVENT_COLUMNS} FROM idem_events WHERE id IN (${chunk.map(() => '?').join(',')})`;
+    out.push(...(db.prepare(sql).all(...chunk) as EventRow[]));
+  }
+  return out;
+}
+
+/**
+ * SQL for a normalised filter, as a condition and its parameters. A category `c` matches the stream
+ * `c` and streams starting with `c-`; a category containing `-` matches nothing, since a category is
+ * the part of a stream name before its first `-`.
+ */
+export function filterSql(filter: EventFilter): { where: string; params: (string | number)[] } {
+  const parts: string[] = [];
+  const params: (string | number)[] = [];
+  if (filter.types && filter.types.length > 0) {
+    parts.push(`type IN (${filter.types.map(() => '?').join(',')})`);
+    params.push(...filter.types);
+  }
+  const streamParts: string[] = [];
+  for (const c of filter.categories ?? []) {
+    if (c.includes('-')) continue;
+    streamParts.push('stream = ?', 'substr(stream, 1, ?) = ?');
+    params.push(c, c.length + 1, `${c}-`);
+  }
+  for (const p of filter.streamPrefixes ?? []) {
+    streamParts.push('substr(stream, 1, ?) = ?');
+    params.push(p.length, p);
+  }
+  const constrainsStreams = (filter.categories?.length ?? 0) + (filter.streamPrefixes?.length ?? 0) > 0;
+  if (constrainsStreams) parts.push(streamParts.length > 0 ? `(${streamParts.join(' OR ')})` : '0');
+  return { where: parts.length > 0 ? parts.join(' AND ') : '1', params };
+}

@@ -1,0 +1,65 @@
+import type Database from 'better-sqlite3';
+
+/** One numbered schema step. Versions are 1, 2, 3, ... and never change once released. */
+export interface Migration {
+  version: number;
+  name: string;
+  up: (db: Database.Database) => void;
+}
+
+/**
+ * The embedded store's schema. Append new steps at the end; never edit a released one.
+ */
+export const STORE_MIGRATIONS: Migration[] = [
+  {
+    version: 1,
+    name: 'events',
+    up: (db) => {
+      db.exec(`
+        CREATE TABLE idem_events (
+          position    INTEGER PRIMARY KEY,
+          id          TEXT    NOT NULL UNIQUE,
+          stream      TEXT    NOT NULL,
+          version     INTEGER NOT NULL,
+          type        TEXT    NOT NULL,
+          data        TEXT    NOT NULL,
+          metadata    TEXT    NOT NULL,
+          recorded_at TEXT    NOT NULL,
+          UNIQUE (stream, version)
+        );
+      `);
+    },
+  },
+];
+
+/**
+ * Applies the missing migrations in one IMMEDIATE transaction. The write lock serialises processes
+ * that open the same file at once: the second waits (busy timeout), then sees the version the first
+ * recorded and applies nothing.
+ */
+export function runMigrations(db: Database.Database, migrations: readonly Migration[], table = 'idem_schema'): number {
+  const apply = db.transaction(() => {
+    db.exec(`CREATE TABLE IF NOT EXISTS ${table} (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)`);
+    const row = db.prepare(`SELECT coalesce(max(version), 0) AS v FROM ${table}`).get() as { v: number };
+    let current = row.v;
+    for (const m of [...migrations].sort((a, b) => a.version - b.version)) {
+      if (m.version <= current) continue;
+      m.up(db);
+      db.prepare(`INSERT INTO ${table} (version, name, applied_at) VALUES (?, ?, ?)`).run(
+        m.version,
+        m.name,
+        new Date().toISOString(),
+      );
+      current = m.version;
+    }
+    return current;
+  });
+  return apply.immediate();
+}
+
+/** The highest migration version recorded in the file (0 for a new file). */
+export function schemaVersion(db: Database.Database, table = 'idem_schema'): number {
+  const exists = db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?`).get(table);
+  if (!exists) return 0;
+  return (db.prepare(`SELECT coalesce(max(version), 0) AS v FROM ${table}`).get() as { v: number }).v;
+}

@@ -1,0 +1,172 @@
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import Database from 'better-sqlite3';
+import { AppendListeners } from '../core/appendListeners.js';
+import type { AppendOptions, EventStore, ReadAllOptions, ReadStreamOptions } from '../core/eventStore.js';
+import type { AppendResult, NewEvent, RecordedEvent } from '../core/event.js';
+import { ClosedError, InvalidInputError } from '../core/errors.js';
+import { parseExpectedVersion } from '../core/expectedVersion.js';
+import { normalizeFilter } from '../core/filter.js';
+import { DEFAULT_LIMITS, type StoreLimits } from '../core/limits.js';
+import type { ConsumerAdmin, DeadLetterAdmin, SubscribeOptions, Subscription } from '../core/subscription.js';
+import { prepareAppend, validateLimit, validatePosition, validateStreamName } from '../core/validation.js';
+import { notWiredAdmin, notWiredSubscribe } from '../memory/notWired.js';
+import { AppendBatcher } from './appendBatcher.js';
+import { EVENT_COLUMNS, filterSql, toRecordedEvent, type EventRow } from './eventRows.js';
+import { runMigrations, STORE_MIGRATIONS } from './migrations.js';
+
+/**
+ * - `'full'` (default): `synchronous=FULL`; an acknowledged append survives a process kill and an OS crash.
+ * - `'normal'`: `synchronous=NORMAL` in WAL mode; survives a process kill, but an OS crash or power
+ *   loss may lose the last appends acknowledged before it (the file stays consistent). Faster.
+ */
+export type Durability = 'full' | 'normal';
+
+export interface SqliteStoreOptions {
+  /** The database file; its directory is created. `:memory:` gives a private in-memory database. */
+  path: string;
+  /** @default 'full' */
+  durability?: Durability;
+  /** Input limits; unset fields keep their defaults. */
+  limits?: Partial<StoreLimits>;
+  /** How long a write waits for another process's write lock before failing. @default 10000 */
+  busyTimeoutMs?: number;
+  /** Events fetched per page by `readAll`/`readStream`. @default 500 */
+  readPageSize?: number;
+}
+
+/**
+ * The embedded event store: one SQLite file in WAL mode, shared safely by several processes.
+ * Appends that arrive together are committed in one transaction (group commit), each with its own
+ * expected-version check and result.
+ */
+export class SqliteEventStore implements EventStore {
+  readonly limits: StoreLimits;
+  readonly path: string;
+  readonly durability: Durability;
+  /** The better-sqlite3 handle (internal: used by the subscription state and the tools). */
+  readonly db: Database.Database;
+  private readonly batcher: AppendBatcher;
+  private readonly listeners = new AppendListeners();
+  private readonly pageSize: number;
+  private closed = false;
+
+  // WIRE: subscriptions
+  readonly consumers: ConsumerAdmin = notWiredAdmin;
+  readonly deadLetters: DeadLetterAdmin = notWiredAdmin as unknown as DeadLetterAdmin;
+
+  constructor(options: SqliteStoreOptions) {
+    if (typeof options.path !== 'string' || options.path.length === 0) {
+      throw new InvalidInputError('path', 'must be a non-empty file path');
+    }
+    const durability = options.durability ?? 'full';
+    if (durability !== 'full' && durability !== 'normal') {
+      throw new InvalidInputError('durability', "must be 'full' or 'normal'");
+    }
+    this.path = options.path;
+    this.durability = durability;
+    this.limits = { ...DEFAULT_LIMITS, ...options.limits };
+    this.pageSize = options.readPageSize ?? 500;
+    if (options.path !== ':memory:') mkdirSync(dirname(options.path), { recursive: true });
+    this.db = new Database(options.path, { timeout: options.busyTimeoutMs ?? 10_000 });
+    try {
+      this.db.pragma('journal_mode = WAL');
+      this.db.pragma(`synchronous = ${durability === 'full' ? 'FULL' : 'NORMAL'}`);
+      this.db.pragma('foreign_keys = ON');
+      runMigrations(this.db, STORE_MIGRATIONS);
+    } catch (err) {
+      this.db.close();
+      throw err;
+    }
+    this.batcher = new AppendBatcher(this.db, (head) => this.listeners.emit(head));
+  }
+
+  async append(stream: string, events: NewEvent[], options: AppendOptions = {}): Promise<AppendResult> {
+    this.assertOpen();
+    const prepared = prepareAppend(stream, events, this.limits);
+    const expected = parseExpectedVersion(options.expectedVersion, 'expectedVersion');
+    return this.batcher.enqueue(stream, prepared, expected);
+  }
+
+  async *readStream(stream: string, options: ReadStreamOptions = {}): AsyncGenerator<RecordedEvent> {
+    validateStreamName(stream);
+    let from = options.fromVersion === undefined ? 1 : validatePosition(options.fromVersion, 'fromVersion');
+    let remaining = validateLimit(options.limit) ?? Infinity;
+    const stmt = this.db.prepare(
+      `SELECT ${EVENT_COLUMNS} FROM idem_events WHERE stream = ? AND version >= ? ORDER BY version LIMIT ?`,
+    );
+    while (remaining > 0) {
+      this.assertOpen();
+      const rows = stmt.all(stream, from, Math.min(this.pageSize, remaining)) as EventRow[];
+      for (const row of rows) yield toRecordedEvent(row);
+      if (rows.length < Math.min(this.pageSize, remaining)) return;
+      remaining -= rows.length;
+      from = rows[rows.length - 1]!.version + 1;
+    }
+  }
+
+  async *readAll(options: ReadAllOptions = {}): AsyncGenerator<RecordedEvent> {
+    let after = options.after === undefined ? 0 : validatePosition(options.after, 'after');
+    const filter = filterSql(normalizeFilter(options.filter));
+    let remaining = validateLimit(options.limit) ?? Infinity;
+    const stmt = this.db.prepare(
+      `SELECT ${EVENT_COLUMNS} FROM idem_events WHERE position > ? AND ${filter.where} ORDER BY position LIMIT ?`,
+    );
+    while (remaining > 0) {
+      this.assertOpen();
+      const rows = stmt.all(after, ...filter.params, Math.min(this.pageSize, remaining)) as EventRow[];
+      for (const row of rows) yield toRecordedEvent(row);
+      if (rows.length < Math.min(this.pageSize, remaining)) return;
+      remaining -= rows.length;
+      after = rows[rows.length - 1]!.position;
+    }
+  }
+
+  async headPosition(): Promise<number> {
+    this.assertOpen();
+    return this.head();
+  }
+
+  /** The head position, synchronously (internal). */
+  head(): number {
+    return (this.db.prepare('SELECT coalesce(max(position), 0) AS h FROM idem_events').get() as { h: number }).h;
+  }
+
+  async streamVersion(stream: string): Promise<number> {
+    this.assertOpen();
+    validateStreamName(stream);
+    const row = this.db.prepare('SELECT coalesce(max(version), 0) AS v FROM idem_events WHERE stream = ?').get(stream);
+    return (row as { v: number }).v;
+  }
+
+  // WIRE: subscriptions
+  subscribe(consumer: string, options?: SubscribeOptions): Promise<Subscription> {
+    return notWiredSubscribe(consumer, options);
+  }
+
+  /** Calls `listener(head)` after every append committed through this store object. Returns an unsubscribe. */
+  onAppend(listener: (head: number) => void): () => void {
+    return this.listeners.add(listener);
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await this.batcher.drain();
+    this.listeners.clear();
+    this.db.close();
+  }
+
+  get isClosed(): boolean {
+    return this.closed;
+  }
+
+  private assertOpen(): void {
+    if (this.closed) throw new ClosedError('SQLite store');
+  }
+}
+
+/** Opens (creating and migrating when needed) an embedded store file. */
+export async function openSqliteStore(options: SqliteStoreOptions): Promise<SqliteEventStore> {
+  return new SqliteEventStore(options);
+}
