@@ -12,8 +12,8 @@ export interface PreparedEvent {
   metadata: JsonObject;
   dataJson: string;
   metadataJson: string;
-  /** Canonical text of type, data and metadata: equal content gives equal text. */
-  contentKey: string;
+  /** Canonical text of type, data and metadata: equal content gives equal text (computed lazily). */
+  readonly contentKey: string;
 }
 
 // Control characters (C0, DEL, C1) are refused in names: they break logs, terminals and URLs.
@@ -109,6 +109,7 @@ export function prepareAppend(stream: unknown, events: unknown, limits: StoreLim
     const metadataJson = JSON.stringify(metadata);
     const size = Buffer.byteLength(dataJson) + Buffer.byteLength(metadataJson);
     if (size > limits.maxEventBytes) throw new TooLargeError(f, size, limits.maxEventBytes);
+    let key: string | undefined;
     return {
       id,
       type,
@@ -116,7 +117,10 @@ export function prepareAppend(stream: unknown, events: unknown, limits: StoreLim
       metadata,
       dataJson,
       metadataJson,
-      contentKey: contentKey(type, data, metadata),
+      // Computed on first use: only a re-used id needs it, so the common append skips the work.
+      get contentKey() {
+        return (key ??= contentKey(type, data, metadata));
+      },
     };
   });
 }

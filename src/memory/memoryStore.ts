@@ -23,7 +23,7 @@ export interface MemoryStoreOptions {
 
 interface Stored {
   event: RecordedEvent;
-  contentKey: string;
+  readonly contentKey: string;
 }
 
 /**
@@ -68,6 +68,9 @@ export class MemoryEventStore implements EventStore {
     const firstPosition = this.log.length + 1;
     prepared.forEach((e, i) => {
       const stored: Stored = {
+        get contentKey() {
+          return e.contentKey;
+        },
         event: {
           id: e.id,
           stream,
@@ -78,7 +81,6 @@ export class MemoryEventStore implements EventStore {
           metadata: structuredClone(e.metadata),
           recordedAt,
         },
-        contentKey: e.contentKey,
       };
       history.push(stored);
       this.log.push(stored);
