@@ -1,0 +1,40 @@
+/**
+ * The behaviour suite of the EventStore port (issue 2, items 5-6), written against the port only,
+ * so that every store runs it: memory, SQLite, PostgreSQL, and the remote client.
+ *
+ * ```ts
+ * describeEventStore('sqlite', async ({ limits } = {}) => {
+ *   const dir = tempDir();
+ *   const store = openSqliteStore({ path: dir.file('events.db'), ...(limits ? { limits } : {}) });
+ *   return { store, cleanup: async () => { await store.close(); await dir.cleanup(); } };
+ * });
+ * ```
+ * `makeStore` is called once per test and must return an empty store opened with the given limits.
+ */
+import { describe } from 'node:test';
+import { appendTests } from './suite/append.js';
+import type { MakeStore } from './suite/context.js';
+import { expectedVersionTests } from './suite/expectedVersion.js';
+import { idempotencyTests } from './suite/idempotency.js';
+import { largeReadTests, type LargeReadOptions } from './suite/largeReads.js';
+import { readTests } from './suite/reads.js';
+import { validationTests } from './suite/validation.js';
+
+export type { MakeStore, MakeStoreOptions, StoreFixture } from './suite/context.js';
+export { collect, withStore } from './suite/context.js';
+
+export interface EventStoreSuiteOptions extends LargeReadOptions {
+  /** Passed to `describe`: a skip reason, or false. @default false */
+  skip?: string | false;
+}
+
+export function describeEventStore(name: string, makeStore: MakeStore, options: EventStoreSuiteOptions = {}): void {
+  describe(`EventStore contract: ${name}`, { skip: options.skip ?? false }, () => {
+    appendTests(makeStore);
+    idempotencyTests(makeStore);
+    expectedVersionTests(makeStore);
+    readTests(makeStore);
+    largeReadTests(makeStore, options);
+    validationTests(makeStore);
+  });
+}
