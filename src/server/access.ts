@@ -1,0 +1,52 @@
+/** What a principal may do: scope checks and the optional stream-prefix restriction. */
+import { IdemError } from '../core/errors.js';
+import type { EventFilter } from '../core/filter.js';
+import type { ConsumerInfo } from '../core/subscription.js';
+import type { Principal, Scope } from './tokens.js';
+
+export function requireScope(p: Principal, scope: Scope): void {
+  if (!p.scopes.has(scope)) {
+    throw new IdemError('forbidden', `token "${p.name}" lacks the "${scope}" scope`, { scope, token: p.name });
+  }
+}
+
+export function allowsStream(p: Principal, stream: string): boolean {
+  return p.streamPrefixes === null || p.streamPrefixes.some((prefix) => stream.startsWith(prefix));
+}
+
+export function requireStream(p: Principal, stream: string): void {
+  if (!allowsStream(p, stream)) {
+    throw new IdemError('forbidden', `token "${p.name}" may not access stream "${stream}"`, {
+      stream,
+      token: p.name,
+      streamPrefixes: p.streamPrefixes,
+    });
+  }
+}
+
+/**
+ * True when every event the filter can match lies inside the principal's prefixes: the filter must
+ * name stream prefixes, each inside an allowed prefix, and no categories.
+ */
+export function filterWithin(p: Principal, filter: EventFilter | undefined): boolean {
+  if (p.streamPrefixes === null) return true;
+  if (!filter || (filter.categories && filter.categories.length > 0)) return false;
+  const prefixes = filter.streamPrefixes ?? [];
+  return prefixes.length > 0 && prefixes.every((q) => allowsStream(p, q));
+}
+
+export function requireFilterWithin(p: Principal, filter: EventFilter | undefined, what: string): void {
+  if (!filterWithin(p, filter)) {
+    throw new IdemError(
+      'forbidden',
+      `token "${p.name}" is limited to streams starting with ${p.streamPrefixes!.map((s) => JSON.stringify(s)).join(', ')}; ` +
+        `${what} must filter on streamPrefixes inside them (and no categories)`,
+      { token: p.name, streamPrefixes: p.streamPrefixes },
+    );
+  }
+}
+
+/** A prefix-restricted principal sees only consumers whose filter lies inside its prefixes. */
+export function requireConsumerVisible(p: Principal, info: ConsumerInfo): void {
+  requireFilterWithin(p, info.filter, `consumer "${info.name}"`);
+}

@@ -1,0 +1,46 @@
+/** What the route modules share: the store, the limits, the metrics, and the request's principal. */
+import type { EventStore } from '../core/eventStore.js';
+import type { StoreLimits } from '../core/limits.js';
+import type { ServerMetrics } from './metrics.js';
+import type { Principal, Scope } from './tokens.js';
+
+/** Server-side limits. Each can be changed through `ServerOptions.limits`. */
+export interface ServerLimits extends StoreLimits {
+  /** Largest HTTP request body in bytes (413 beyond). @default 8388608 (8 MiB) */
+  maxBodyBytes: number;
+  /** Largest WebSocket message from a client, in bytes. @default 1048576 (1 MiB) */
+  maxMessageBytes: number;
+  /** Most events one read request returns; larger `limit`s are clamped and paged with `next`. @default 1000 */
+  maxReadLimit: number;
+  /** Events one read request returns when it gives no `limit`. @default 100 */
+  defaultReadLimit: number;
+  /** Most subscriptions (active or standby) on one WebSocket connection (429 / `rate_limited` beyond). @default 16 */
+  maxSubscriptionsPerConnection: number;
+}
+
+export const DEFAULT_SERVER_LIMITS: ServerLimits = {
+  maxEventBytes: 1024 * 1024,
+  maxAppendEvents: 5000,
+  maxBodyBytes: 8 * 1024 * 1024,
+  maxMessageBytes: 1024 * 1024,
+  maxReadLimit: 1000,
+  defaultReadLimit: 100,
+  maxSubscriptionsPerConnection: 16,
+};
+
+export interface RouteContext {
+  store: EventStore;
+  limits: ServerLimits;
+  metrics: ServerMetrics;
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** Set by the auth hook on every route that declares a scope. */
+    principal: Principal;
+  }
+  interface FastifyContextConfig {
+    /** The scope a route requires; routes without one (health, dashboard) are open. */
+    scope?: Scope;
+  }
+}

@@ -1,0 +1,152 @@
+/**
+ * The WebSocket subscription protocol (`/v1/subscribe`): one JSON object per text frame.
+ * docs/protocol.md is the prose version of these types; keep both in step.
+ */
+import type { ErrorCode } from '../core/errors.js';
+import type { RecordedEvent } from '../core/event.js';
+import type { EventFilter } from '../core/filter.js';
+import type { StartFrom } from '../core/subscription.js';
+
+/** A request id chosen by the client; the server echoes it in the `ok` or `error` reply. */
+export type RequestId = string | number;
+
+export interface WireError {
+  code: ErrorCode;
+  message: string;
+  details: Record<string, unknown>;
+}
+
+// ---- client -> server ----
+
+export interface SubscribeRequest {
+  type: 'subscribe';
+  /** The client's name for this subscription on this connection (1-64 characters); every later message about it carries it. */
+  sub: string;
+  consumer: string;
+  filter?: EventFilter;
+  from?: StartFrom;
+  standby?: boolean;
+  maxInFlight?: number;
+  batchSize?: number;
+  leaseTtlMs?: number;
+  owner?: string;
+  req?: RequestId;
+}
+
+export interface AckRequest {
+  type: 'ack';
+  sub: string;
+  position: number;
+  req?: RequestId;
+}
+
+export interface ParkRequest {
+  type: 'park';
+  sub: string;
+  position: number;
+  reason: string;
+  error?: { name?: string; message: string; stack?: string };
+  attempts?: number;
+  req?: RequestId;
+}
+
+export interface FailRequest {
+  type: 'fail';
+  sub: string;
+  error: { name?: string; message: string; stack?: string };
+  event?: Pick<RecordedEvent, 'id' | 'stream' | 'version' | 'position' | 'type'>;
+  req?: RequestId;
+}
+
+export interface UnsubscribeRequest {
+  type: 'unsubscribe';
+  sub: string;
+  req?: RequestId;
+}
+
+export interface PingRequest {
+  type: 'ping';
+  req?: RequestId;
+}
+
+export type ClientMessage = SubscribeRequest | AckRequest | ParkRequest | FailRequest | UnsubscribeRequest | PingRequest;
+
+// ---- server -> client ----
+
+export interface HelloMessage {
+  type: 'hello';
+  protocol: 1;
+  /** The server sends a heartbeat this often; a client may treat a longer silence (say 3x) as a dead connection. */
+  heartbeatMs: number;
+  /** A connection from which nothing (message or pong) arrives for this long is closed, releasing its leases. */
+  silenceMs: number;
+  maxSubscriptions: number;
+}
+
+export interface SubscribedMessage {
+  type: 'subscribed';
+  sub: string;
+  consumer: string;
+  epoch: number;
+  /** The consumer's acknowledged position when this subscription took ownership. */
+  position: number;
+  req?: RequestId;
+}
+
+export interface EventsMessage {
+  type: 'events';
+  sub: string;
+  /** In position order. */
+  events: RecordedEvent[];
+  /** True for dead letters delivered again by a retry. */
+  redelivery: boolean;
+}
+
+export interface CaughtUpMessage {
+  type: 'caught_up';
+  sub: string;
+  position: number;
+}
+
+export interface OkMessage {
+  type: 'ok';
+  req?: RequestId;
+  sub?: string;
+}
+
+export interface ErrorMessage {
+  type: 'error';
+  req?: RequestId;
+  sub?: string;
+  error: WireError;
+}
+
+export interface ClosedMessage {
+  type: 'closed';
+  sub: string;
+  /** `unsubscribed`, `failed`, `fenced`, `shutdown`, or another error code. */
+  reason: string;
+}
+
+export interface HeartbeatMessage {
+  type: 'heartbeat';
+  time: string;
+}
+
+export interface PongMessage {
+  type: 'pong';
+  req?: RequestId;
+}
+
+export type ServerMessage =
+  | HelloMessage
+  | SubscribedMessage
+  | EventsMessage
+  | CaughtUpMessage
+  | OkMessage
+  | ErrorMessage
+  | ClosedMessage
+  | HeartbeatMessage
+  | PongMessage;
+
+export const PROTOCOL_VERSION = 1;

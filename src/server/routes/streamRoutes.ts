@@ -1,0 +1,67 @@
+/** Append and read routes: `POST|GET /v1/streams/:stream/events` and `GET /v1/events`. */
+import type { FastifyInstance } from 'fastify';
+import type { NewEvent, RecordedEvent } from '../../core/event.js';
+import type { AppendOptions } from '../../core/eventStore.js';
+import type { EventFilter } from '../../core/filter.js';
+import { normalizeFilter } from '../../core/filter.js';
+import { prepareAppend, validateStreamName } from '../../core/validation.js';
+import { filterWithin, requireFilterWithin, requireStream } from '../access.js';
+import type { RouteContext } from '../context.js';
+import { appendBodySchema, checkQueryKeys, intQuery, listQuery, parseWith } from '../schemas.js';
+
+type StreamParams = { Params: { stream: string } };
+
+export function registerStreamRoutes(app: FastifyInstance, ctx: RouteContext): void {
+  const { store, limits, metrics } = ctx;
+
+  app.post<StreamParams>('/v1/streams/:stream/events', { config: { scope: 'append' } }, async (req, reply) => {
+    const stream = validateStreamName(req.params.stream);
+    requireStream(req.principal, stream);
+    const body = parseWith(appendBodySchema, req.body, '');
+    // Checked here against the server's own limits too, before the store sees anything.
+    prepareAppend(stream, body.events, limits);
+    const options: AppendOptions = {};
+    if (body.expectedVersion !== undefined) options.expectedVersion = body.expectedVersion;
+    const result = await store.append(stream, body.events as NewEvent[], options);
+    metrics.appended(result);
+    return reply.code(result.duplicate ? 200 : 201).send(result);
+  });
+
+  app.get<StreamParams>('/v1/streams/:stream/events', { config: { scope: 'read' } }, async (req) => {
+    const stream = validateStreamName(req.params.stream);
+    requireStream(req.principal, stream);
+    const query = req.query as Record<string, unknown>;
+    checkQueryKeys(query, ['fromVersion', 'limit']);
+    const fromVersion = intQuery(query, 'fromVersion', 0) ?? 1;
+    const limit = Math.min(intQuery(query, 'limit', 1) ?? limits.defaultReadLimit, limits.maxReadLimit);
+    const events: RecordedEvent[] = [];
+    for await (const e of store.readStream(stream, { fromVersion, limit })) events.push(e);
+    const version = await store.streamVersion(stream);
+    const last = events[events.length - 1];
+    return { stream, version, events, next: events.length === limit && last ? last.version + 1 : null };
+  });
+
+  app.get('/v1/events', { config: { scope: 'read' } }, async (req) => {
+    const query = req.query as Record<string, unknown>;
+    checkQueryKeys(query, ['after', 'limit', 'types', 'categories', 'streamPrefixes']);
+    const after = intQuery(query, 'after', 0) ?? 0;
+    const limit = Math.min(intQuery(query, 'limit', 1) ?? limits.defaultReadLimit, limits.maxReadLimit);
+    const raw: EventFilter = {};
+    for (const key of ['types', 'categories', 'streamPrefixes'] as const) {
+      const list = listQuery(query, key);
+      if (list) raw[key] = list;
+    }
+    let filter = normalizeFilter(raw);
+    const p = req.principal;
+    if (p.streamPrefixes !== null && !filterWithin(p, filter)) {
+      // A restricted token reading without a stream constraint reads its own prefixes.
+      if (!filter.categories && !filter.streamPrefixes) filter = { ...filter, streamPrefixes: [...p.streamPrefixes] };
+      requireFilterWithin(p, filter, 'a read');
+    }
+    const events: RecordedEvent[] = [];
+    for await (const e of store.readAll({ after, filter, limit })) events.push(e);
+    const head = await store.headPosition();
+    const last = events[events.length - 1];
+    return { head, events, next: events.length === limit && last ? last.position : null };
+  });
+}

@@ -1,0 +1,51 @@
+/** Starts the server on a TCP port. Refuses a non-loopback address unless tokens are configured. */
+import { isIP } from 'node:net';
+import { IdemError } from '../core/errors.js';
+import { createServer, type IdemServer, type ServerOptions } from './createServer.js';
+
+export interface StartServerOptions extends ServerOptions {
+  /** @default '127.0.0.1' */
+  host?: string;
+  /** `0` picks a free port. @default 4680 */
+  port?: number;
+}
+
+export interface RunningServer extends IdemServer {
+  /** The base URL, e.g. `http://127.0.0.1:4680`. */
+  readonly url: string;
+  readonly port: number;
+}
+
+export function isLoopback(host: string): boolean {
+  const h = host.replace(/^\[|\]$/g, '').toLowerCase();
+  if (h === 'localhost' || h === '::1') return true;
+  if (isIP(h) === 4) return h.startsWith('127.');
+  return h === '::ffff:127.0.0.1';
+}
+
+export async function startServer(options: StartServerOptions): Promise<RunningServer> {
+  const host = options.host ?? '127.0.0.1';
+  const port = options.port ?? 4680;
+  if (!Number.isInteger(port) || port < 0 || port > 65535) {
+    throw new IdemError('invalid_input', 'port: must be an integer 0-65535', { field: 'port', rule: 'must be an integer 0-65535' });
+  }
+  const server = await createServer(options);
+  if (!isLoopback(host) && !server.tokens.enabled) {
+    await server.close();
+    throw new IdemError(
+      'invalid_input',
+      `host: refusing to listen on non-loopback address "${host}" without API tokens (set IDEM_TOKENS or a tokens file)`,
+      { field: 'host', rule: 'needs tokens when not loopback' },
+    );
+  }
+  try {
+    await server.app.listen({ host, port });
+  } catch (err) {
+    await server.close();
+    throw err;
+  }
+  const address = server.app.server.address();
+  const actualPort = typeof address === 'object' && address ? address.port : port;
+  const urlHost = isIP(host) === 6 ? `[${host}]` : host;
+  return Object.assign(server, { url: `http://${urlHost}:${actualPort}`, port: actualPort });
+}

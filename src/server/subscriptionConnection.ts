@@ -1,0 +1,323 @@
+/**
+ * One WebSocket connection on `/v1/subscribe`: it holds up to `maxSubscriptions` store subscriptions,
+ * forwards their batches with back-pressure, and relays acks, parks and failures. Closing the socket
+ * closes its subscriptions (releasing their leases at once); a silent socket is closed after `silenceMs`.
+ */
+import type { WebSocket, RawData } from 'ws';
+import { IdemError, InvalidInputError } from '../core/errors.js';
+import type { EventStore } from '../core/eventStore.js';
+import type { SubscribeOptions, Subscription } from '../core/subscription.js';
+import { requireFilterWithin, requireScope } from './access.js';
+import { toIdemError, wireError } from './httpErrors.js';
+import type { ServerMetrics } from './metrics.js';
+import { PROTOCOL_VERSION, type ClientMessage, type RequestId, type ServerMessage, type SubscribeRequest } from './protocol.js';
+import { clientMessageSchema, parseWith } from './schemas.js';
+import type { Principal } from './tokens.js';
+
+export interface ConnectionContext {
+  store: EventStore;
+  metrics: ServerMetrics;
+  maxSubscriptions: number;
+  heartbeatMs: number;
+  silenceMs: number;
+  /** Called for errors that are not the client's fault. */
+  logError: (err: unknown, msg: string) => void;
+}
+
+interface ActiveSub {
+  id: string;
+  consumer: string;
+  abort: AbortController;
+  subscription: Subscription | null;
+  /** Operations on this subscription run one after another, in the order the client sent them. */
+  chain: Promise<unknown>;
+  pump: Promise<void> | null;
+  endReason: string | null;
+}
+
+export class SubscriptionConnection {
+  private readonly subs = new Map<string, ActiveSub>();
+  private lastSeen = Date.now();
+  private readonly timer: NodeJS.Timeout;
+  /** The socket is gone: nothing more is sent. */
+  private closed = false;
+  private stopping: Promise<void> | null = null;
+  readonly done: Promise<void>;
+  private resolveDone!: () => void;
+
+  constructor(
+    private readonly socket: WebSocket,
+    private readonly principal: Principal,
+    private readonly ctx: ConnectionContext,
+    private readonly peer: string,
+  ) {
+    this.done = new Promise((resolve) => (this.resolveDone = resolve));
+    ctx.metrics.wsConnections.inc();
+    socket.on('message', (data, isBinary) => this.onMessage(data, isBinary));
+    socket.on('pong', () => (this.lastSeen = Date.now()));
+    socket.on('close', () => void this.onSocketClosed());
+    socket.on('error', () => socket.terminate());
+    this.timer = setInterval(() => this.beat(), ctx.heartbeatMs);
+    this.timer.unref();
+    this.send({
+      type: 'hello',
+      protocol: PROTOCOL_VERSION,
+      heartbeatMs: ctx.heartbeatMs,
+      silenceMs: ctx.silenceMs,
+      maxSubscriptions: ctx.maxSubscriptions,
+    });
+  }
+
+  /** Graceful stop (server shutdown): finish queued acks, close every subscription, then the socket. */
+  shutdown(): Promise<void> {
+    this.stopping ??= (async () => {
+      await Promise.all([...this.subs.values()].map((a) => this.endSub(a, 'shutdown')));
+      if (!this.closed) this.socket.close(1001, 'server shutting down');
+      await this.onSocketClosed();
+    })();
+    return this.stopping;
+  }
+
+  private beat(): void {
+    if (this.closed) return;
+    if (Date.now() - this.lastSeen > this.ctx.silenceMs) {
+      // Silent peer (half-open connection): drop it, which closes its subscriptions and frees their leases.
+      this.socket.terminate();
+      return;
+    }
+    this.socket.ping();
+    this.send({ type: 'heartbeat', time: new Date().toISOString() });
+  }
+
+  private onMessage(data: RawData, isBinary: boolean): void {
+    this.lastSeen = Date.now();
+    if (this.closed || this.stopping) return;
+    let raw: unknown;
+    try {
+      if (isBinary) throw new InvalidInputError('message', 'must be a text frame holding JSON');
+      try {
+        raw = JSON.parse(rawText(data));
+      } catch {
+        throw new InvalidInputError('message', 'must be valid JSON');
+      }
+      const msg = parseWith(clientMessageSchema, raw, 'message') as ClientMessage;
+      this.dispatch(msg);
+    } catch (err) {
+      const req = requestIdOf(raw);
+      this.sendError(err, req, undefined);
+    }
+  }
+
+  private dispatch(msg: ClientMessage): void {
+    switch (msg.type) {
+      case 'ping':
+        this.send(msg.req === undefined ? { type: 'pong' } : { type: 'pong', req: msg.req });
+        return;
+      case 'subscribe':
+        this.subscribe(msg);
+        return;
+      case 'ack':
+        this.onSub(msg.sub, msg.req, (s) => {
+          this.ctx.metrics.wsAcks.inc();
+          return s.ack(msg.position);
+        });
+        return;
+      case 'park': {
+        const info = { reason: msg.reason, ...(msg.error ? { error: msg.error } : {}), ...(msg.attempts ? { attempts: msg.attempts } : {}) };
+        this.onSub(msg.sub, msg.req, (s) => s.park(msg.position, info));
+        return;
+      }
+      case 'fail': {
+        const info = { error: msg.error, ...(msg.event ? { event: msg.event } : {}) };
+        this.onSub(msg.sub, msg.req, (s, a) => {
+          a.endReason = 'failed';
+          return s.fail(info);
+        });
+        return;
+      }
+      case 'unsubscribe': {
+        const a = this.subs.get(msg.sub);
+        if (!a) {
+          this.sendError(new InvalidInputError('sub', `no subscription "${msg.sub}" on this connection`), msg.req, msg.sub);
+          return;
+        }
+        this.endSub(a, 'unsubscribed').then(
+          () => this.reply(msg.req, msg.sub),
+          (err: unknown) => this.sendError(err, msg.req, msg.sub),
+        );
+        return;
+      }
+    }
+  }
+
+  private subscribe(msg: SubscribeRequest): void {
+    requireScope(this.principal, 'subscribe');
+    requireFilterWithin(this.principal, msg.filter, 'a subscription');
+    if (this.subs.has(msg.sub)) throw new InvalidInputError('sub', `"${msg.sub}" is already in use on this connection`);
+    if (this.subs.size >= this.ctx.maxSubscriptions) {
+      throw new IdemError('rate_limited', `at most ${this.ctx.maxSubscriptions} subscriptions per connection`, {
+        limit: this.ctx.maxSubscriptions,
+      });
+    }
+    const a: ActiveSub = {
+      id: msg.sub,
+      consumer: msg.consumer,
+      abort: new AbortController(),
+      subscription: null,
+      chain: Promise.resolve(),
+      pump: null,
+      endReason: null,
+    };
+    this.subs.set(a.id, a);
+    this.ctx.metrics.wsSubscriptions.inc();
+    const options: SubscribeOptions = { signal: a.abort.signal, owner: msg.owner ?? `${this.peer} (${this.principal.name})` };
+    if (msg.filter !== undefined) options.filter = msg.filter;
+    if (msg.from !== undefined) options.from = msg.from;
+    if (msg.standby !== undefined) options.standby = msg.standby;
+    if (msg.maxInFlight !== undefined) options.maxInFlight = msg.maxInFlight;
+    if (msg.batchSize !== undefined) options.batchSize = msg.batchSize;
+    if (msg.leaseTtlMs !== undefined) options.leaseTtlMs = msg.leaseTtlMs;
+    a.chain = (async () => {
+      let s: Subscription;
+      try {
+        s = await this.ctx.store.subscribe(msg.consumer, options);
+      } catch (err) {
+        this.forget(a);
+        if (a.endReason !== null) this.send({ type: 'closed', sub: a.id, reason: a.endReason });
+        else this.sendError(err, msg.req, a.id);
+        return;
+      }
+      if (this.closed || a.endReason !== null) {
+        this.forget(a);
+        await s.close();
+        return;
+      }
+      a.subscription = s;
+      const reply: ServerMessage = { type: 'subscribed', sub: a.id, consumer: s.consumer, epoch: s.epoch, position: s.startPosition };
+      if (msg.req !== undefined) reply.req = msg.req;
+      this.send(reply);
+      a.pump = this.pump(a, s);
+    })();
+  }
+
+  /** Forwards the subscription's messages, each send awaited, so a slow socket slows delivery instead of buffering without bound. */
+  private async pump(a: ActiveSub, s: Subscription): Promise<void> {
+    let reason = 'closed';
+    try {
+      for await (const m of s) {
+        if (m.kind === 'events') {
+          await this.sendAsync({ type: 'events', sub: a.id, events: m.events, redelivery: m.redelivery });
+          this.ctx.metrics.wsEventsSent.inc(m.events.length);
+        } else {
+          await this.sendAsync({ type: 'caught_up', sub: a.id, position: m.position });
+        }
+      }
+      reason = a.endReason ?? 'closed';
+    } catch (err) {
+      const e = toIdemError(err, 0);
+      if (!e) this.ctx.logError(err, 'subscription delivery failed');
+      reason = a.endReason ?? e?.code ?? 'internal';
+      if (!this.closed && a.endReason === null) this.sendError(err, undefined, a.id);
+    } finally {
+      this.forget(a);
+      if (!this.closed) this.send({ type: 'closed', sub: a.id, reason });
+      await s.close().catch(() => undefined);
+    }
+  }
+
+  /** Runs `op` on an established subscription after the operations queued before it, then replies. */
+  private onSub(sub: string, req: RequestId | undefined, op: (s: Subscription, a: ActiveSub) => Promise<void>): void {
+    const a = this.subs.get(sub);
+    if (!a) {
+      this.sendError(new InvalidInputError('sub', `no subscription "${sub}" on this connection`), req, sub);
+      return;
+    }
+    const run = a.chain.then(async () => {
+      if (!a.subscription) throw new InvalidInputError('sub', `subscription "${sub}" is not established`);
+      await op(a.subscription, a);
+    });
+    a.chain = run.catch(() => undefined);
+    run.then(
+      () => this.reply(req, sub),
+      (err: unknown) => this.sendError(err, req, sub),
+    );
+  }
+
+  /** Ends one subscription: waits for its queued operations, then closes it (or stops its standby wait). */
+  private async endSub(a: ActiveSub, reason: string): Promise<void> {
+    a.endReason ??= reason;
+    if (!a.subscription) {
+      a.abort.abort();
+      await a.chain.catch(() => undefined);
+    }
+    await a.chain.catch(() => undefined);
+    if (a.subscription) await a.subscription.close();
+    await a.pump;
+  }
+
+  private forget(a: ActiveSub): void {
+    if (this.subs.get(a.id) === a) {
+      this.subs.delete(a.id);
+      this.ctx.metrics.wsSubscriptions.dec();
+    }
+  }
+
+  private async onSocketClosed(): Promise<void> {
+    if (this.closed) return this.done;
+    this.closed = true;
+    clearInterval(this.timer);
+    this.ctx.metrics.wsConnections.dec();
+    // The peer is gone: release every lease now rather than after the TTL.
+    await Promise.all(
+      [...this.subs.values()].map(async (a) => {
+        a.endReason ??= 'disconnected';
+        if (a.subscription) await a.subscription.close().catch((err: unknown) => this.ctx.logError(err, 'closing a subscription failed'));
+        else a.abort.abort();
+        await a.chain.catch(() => undefined);
+        await a.pump;
+      }),
+    );
+    this.resolveDone();
+  }
+
+  private reply(req: RequestId | undefined, sub: string | undefined): void {
+    const msg: ServerMessage = { type: 'ok' };
+    if (req !== undefined) msg.req = req;
+    if (sub !== undefined) msg.sub = sub;
+    this.send(msg);
+  }
+
+  private sendError(err: unknown, req: RequestId | undefined, sub: string | undefined): void {
+    let e = toIdemError(err, 0);
+    if (!e) {
+      this.ctx.logError(err, 'subscription request failed');
+      e = new IdemError('internal', 'internal error');
+    }
+    const msg: ServerMessage = { type: 'error', error: wireError(e) };
+    if (req !== undefined) msg.req = req;
+    if (sub !== undefined) msg.sub = sub;
+    this.send(msg);
+  }
+
+  private send(msg: ServerMessage): void {
+    if (this.closed || this.socket.readyState !== this.socket.OPEN) return;
+    this.socket.send(JSON.stringify(msg));
+  }
+
+  private sendAsync(msg: ServerMessage): Promise<void> {
+    if (this.closed || this.socket.readyState !== this.socket.OPEN) return Promise.reject(new IdemError('closed', 'connection is closed'));
+    return new Promise((resolve, reject) => this.socket.send(JSON.stringify(msg), (err) => (err ? reject(err) : resolve())));
+  }
+}
+
+function rawText(data: RawData): string {
+  if (Array.isArray(data)) return Buffer.concat(data).toString('utf8');
+  if (data instanceof ArrayBuffer) return Buffer.from(data).toString('utf8');
+  return data.toString('utf8');
+}
+
+function requestIdOf(raw: unknown): RequestId | undefined {
+  if (raw === null || typeof raw !== 'object') return undefined;
+  const req = (raw as { req?: unknown }).req;
+  return typeof req === 'string' || typeof req === 'number' ? req : undefined;
+}
