@@ -1,0 +1,49 @@
+import { ConsumerBusyError, InvalidInputError, NotFoundError } from '../core/errors.js';
+import type { ConsumerAdmin, ConsumerInfo } from '../core/subscription.js';
+import { validateConsumerName, validatePosition } from '../core/validation.js';
+import { consumerInfo } from './consumerInfo.js';
+import type { AdminResult, SubscriptionStateBackend } from './stateBackend.js';
+import type { SubscriptionSource } from './subscriptionSource.js';
+
+/** `consumers.*` over a state backend and the store's reads. */
+export class EngineConsumerAdmin implements ConsumerAdmin {
+  constructor(
+    private readonly source: SubscriptionSource,
+    private readonly backend: SubscriptionStateBackend,
+  ) {}
+
+  async list(): Promise<ConsumerInfo[]> {
+    const head = await this.source.headPosition();
+    const states = await this.backend.list();
+    const out: ConsumerInfo[] = [];
+    for (const s of states) out.push(await consumerInfo(this.source, s, head));
+    return out;
+  }
+
+  async get(name: string): Promise<ConsumerInfo> {
+    validateConsumerName(name, 'name');
+    const head = await this.source.headPosition();
+    const state = await this.backend.get(name);
+    if (!state) throw new NotFoundError('consumer', name);
+    return consumerInfo(this.source, state, head);
+  }
+
+  async reset(name: string, position: number): Promise<void> {
+    validateConsumerName(name, 'name');
+    validatePosition(position, 'position');
+    const head = await this.source.headPosition();
+    if (position > head) throw new InvalidInputError('position', `must not exceed the head position (${head})`);
+    check(name, await this.backend.reset(name, position));
+  }
+
+  async delete(name: string): Promise<void> {
+    validateConsumerName(name, 'name');
+    check(name, await this.backend.delete(name));
+  }
+}
+
+function check(name: string, result: AdminResult): void {
+  if (result.ok) return;
+  if (result.reason === 'not_found') throw new NotFoundError('consumer', name);
+  throw new ConsumerBusyError(name, result.owner, result.leaseExpiresAt);
+}

@@ -1,0 +1,55 @@
+import type { ConsumerInfo, ConsumerStatus } from '../core/subscription.js';
+import type { ConsumerState } from './stateBackend.js';
+import type { SubscriptionSource } from './subscriptionSource.js';
+
+/** Up to this many events behind, lag is counted exactly (matching events); beyond it, by position. */
+export const EXACT_LAG_LIMIT = 10_000;
+
+/** True while `state` has an owner whose lease has not run out. */
+export function leaseLive(state: Pick<ConsumerState, 'owner' | 'leaseExpiresAt'>, now = Date.now()): boolean {
+  return state.owner !== null && state.leaseExpiresAt !== null && Date.parse(state.leaseExpiresAt) > now;
+}
+
+/**
+ * The admin view of a consumer: the stored state plus head, lag and a derived status:
+ * `running` (a live lease and events to process), `idle` (a live lease, nothing to process),
+ * `failed` (released by `fail`), `stopped` (no live lease: closed, never started, or an owner that
+ * vanished without releasing).
+ */
+export async function consumerInfo(source: SubscriptionSource, state: ConsumerState, head: number): Promise<ConsumerInfo> {
+  const now = Date.now();
+  const behind = Math.max(0, head - state.position);
+  let lag = 0;
+  let lagSeconds = 0;
+  let first = true;
+  if (behind > 0) {
+    const exact = behind <= EXACT_LAG_LIMIT;
+    for await (const e of source.readAll({ after: state.position, filter: state.filter, ...(exact ? {} : { limit: 1 }) })) {
+      if (first) {
+        lagSeconds = Math.max(0, (now - Date.parse(e.recordedAt)) / 1000);
+        first = false;
+      }
+      lag++;
+    }
+    if (!exact && lag > 0) lag = behind;
+  }
+  const live = leaseLive(state, now);
+  const status: ConsumerStatus = live ? (lag > 0 ? 'running' : 'idle') : state.status === 'failed' ? 'failed' : 'stopped';
+  return {
+    name: state.name,
+    filter: state.filter,
+    position: state.position,
+    head,
+    lag,
+    lagSeconds,
+    status,
+    owner: live ? state.owner : null,
+    epoch: state.epoch,
+    leaseExpiresAt: live ? state.leaseExpiresAt : null,
+    lastError: state.lastError,
+    failedEvent: state.failedEvent,
+    parked: state.parked,
+    createdAt: state.createdAt,
+    updatedAt: state.updatedAt,
+  };
+}

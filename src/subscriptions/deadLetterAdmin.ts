@@ -1,0 +1,79 @@
+import { hostname, userInfo } from 'node:os';
+import { InvalidInputError, NotFoundError } from '../core/errors.js';
+import type { DeadLetter, DeadLetterAdmin, DeadLetterSelector } from '../core/subscription.js';
+import { validateConsumerName, validateStreamName } from '../core/validation.js';
+import type { DeadLetterRecord, SubscriptionStateBackend } from './stateBackend.js';
+
+/** `deadLetters.*` over a state backend. `changed` tells live owners to look for retried entries. */
+export class EngineDeadLetterAdmin implements DeadLetterAdmin {
+  constructor(
+    private readonly backend: SubscriptionStateBackend,
+    private readonly changed: () => void,
+  ) {}
+
+  async list(consumer: string, options: { all?: boolean } = {}): Promise<DeadLetter[]> {
+    await this.existing(consumer);
+    if (options.all !== undefined && typeof options.all !== 'boolean') throw new InvalidInputError('all', 'must be a boolean');
+    const rows = await this.backend.deadLetters(consumer, { all: options.all ?? false });
+    return rows.map(toDeadLetter);
+  }
+
+  async retry(consumer: string, selector: DeadLetterSelector): Promise<number> {
+    await this.existing(consumer);
+    const n = await this.backend.retry(consumer, checkSelector(selector));
+    if (n > 0) this.changed();
+    return n;
+  }
+
+  async skip(consumer: string, selector: DeadLetterSelector, options: { by?: string } = {}): Promise<number> {
+    await this.existing(consumer);
+    const by = options.by ?? defaultActor();
+    if (typeof by !== 'string' || by.length === 0 || by.length > 200) {
+      throw new InvalidInputError('by', 'must be a string of 1-200 characters');
+    }
+    const n = await this.backend.skip(consumer, checkSelector(selector), by);
+    if (n > 0) this.changed();
+    return n;
+  }
+
+  private async existing(consumer: string): Promise<void> {
+    validateConsumerName(consumer);
+    if (!(await this.backend.get(consumer))) throw new NotFoundError('consumer', consumer);
+  }
+}
+
+function checkSelector(selector: unknown): DeadLetterSelector {
+  if (selector === null || typeof selector !== 'object') {
+    throw new InvalidInputError('selector', 'must be { stream } or { id }');
+  }
+  const s = selector as Record<string, unknown>;
+  if ('stream' in s && !('id' in s)) return { stream: validateStreamName(s.stream, 'selector.stream') };
+  if ('id' in s && !('stream' in s)) {
+    if (typeof s.id !== 'string' || s.id.length === 0) throw new InvalidInputError('selector.id', 'must be an event id');
+    return { id: s.id.toLowerCase() };
+  }
+  throw new InvalidInputError('selector', 'must be { stream } or { id }, not both');
+}
+
+function toDeadLetter(r: DeadLetterRecord): DeadLetter {
+  return {
+    consumer: r.consumer,
+    event: r.event,
+    reason: r.reason,
+    error: r.error,
+    attempts: r.attempts,
+    status: r.status,
+    behind: r.behind,
+    parkedAt: r.parkedAt,
+    skippedBy: r.skippedBy,
+    skippedAt: r.skippedAt,
+  };
+}
+
+function defaultActor(): string {
+  try {
+    return `${userInfo().username}@${hostname()}`;
+  } catch {
+    return `pid ${process.pid}@${hostname()}`;
+  }
+}

@@ -1,0 +1,321 @@
+import type { RecordedEvent } from '../core/event.js';
+import { ClosedError, FencedError, InvalidInputError, isIdemError } from '../core/errors.js';
+import type { FailureInfo, ParkInfo, Subscription, SubscriptionMessage } from '../core/subscription.js';
+import { validatePosition } from '../core/validation.js';
+import { validateFailureInfo, validateParkInfo } from './parkInfo.js';
+import type { Fenced, SubscriptionStateBackend } from './stateBackend.js';
+import type { ResolvedSubscribeOptions } from './subscribeOptions.js';
+import type { SubscriptionSource } from './subscriptionSource.js';
+import { Wakeup } from './wakeup.js';
+
+/** What a subscription needs from the service that opened it. */
+export interface SubscriptionDeps {
+  source: SubscriptionSource;
+  backend: SubscriptionStateBackend;
+  /** How often to look for appends by other processes and dead letters being retried. */
+  pollIntervalMs: number;
+  /** Called once when the subscription ends (closed, failed or fenced). */
+  onEnd: (sub: DurableSubscription) => void;
+}
+
+/**
+ * One owner's view of a consumer, from a successful lease acquisition until close, fail or the loss of
+ * the lease. Delivery: first every `retrying` dead letter not yet redelivered here (flagged
+ * `redelivery`), then the log after `readPos` in pages; events of a stream with an active dead letter
+ * are parked behind it instead of delivered. Reads stop while `maxInFlight` events are unacknowledged.
+ */
+export class DurableSubscription implements Subscription {
+  readonly consumer: string;
+  readonly epoch: number;
+  readonly startPosition: number;
+  /** Wakes the delivery loop: appends, acks, retries, close, lease loss. */
+  readonly wake = new Wakeup();
+
+  private cursor: number;
+  private readPos: number;
+  /** Highest position delivered in a normal (not redelivery) batch. */
+  private highestDelivered: number;
+  /** Highest position the engine parked by itself (behind a dead letter), never delivered. */
+  private autoParkedHigh = 0;
+  /** Delivered in normal batches and not yet acknowledged, in position order. */
+  private outstanding: RecordedEvent[] = [];
+  /** Redelivered dead letters not yet resolved by an ack, by event id. */
+  private readonly redelivered = new Map<string, RecordedEvent>();
+  private redeliveredHigh = 0;
+  /** Streams with an active dead letter as far as this owner knows (only it adds; admin may remove). */
+  private readonly blocked: Set<string>;
+  private closed = false;
+  private lost: FencedError | null = null;
+  private readonly heartbeat: NodeJS.Timeout;
+  private iterator: AsyncGenerator<SubscriptionMessage> | null = null;
+  private chain: Promise<unknown> = Promise.resolve();
+  private readonly removeAbort: (() => void) | undefined;
+
+  constructor(
+    private readonly deps: SubscriptionDeps,
+    private readonly options: ResolvedSubscribeOptions,
+    epoch: number,
+    position: number,
+    blockedStreams: readonly string[],
+  ) {
+    this.consumer = options.consumer;
+    this.epoch = epoch;
+    this.startPosition = position;
+    this.cursor = position;
+    this.readPos = position;
+    this.highestDelivered = position;
+    this.blocked = new Set(blockedStreams);
+    this.heartbeat = setInterval(() => void this.renew(), Math.max(50, Math.floor(options.leaseTtlMs / 3)));
+    const signal = options.signal;
+    if (signal) {
+      const onAbort = (): void => void this.close().catch(() => undefined);
+      signal.addEventListener('abort', onAbort, { once: true });
+      this.removeAbort = () => signal.removeEventListener('abort', onAbort);
+    }
+  }
+
+  [Symbol.asyncIterator](): AsyncGenerator<SubscriptionMessage> {
+    this.iterator ??= this.run();
+    return this.iterator;
+  }
+
+  /** True until closed, failed or fenced. */
+  get active(): boolean {
+    return !this.closed && this.lost === null;
+  }
+
+  async ack(position: number): Promise<void> {
+    validatePosition(position, 'position');
+    this.assertUsable();
+    const limit = Math.max(this.highestDelivered, this.redeliveredHigh);
+    if (position > limit) {
+      throw new InvalidInputError('position', `must not exceed the last delivered position (${limit})`);
+    }
+    await this.locked(async () => {
+      this.assertUsable();
+      const resolve = [...this.redelivered.values()].filter((e) => e.position <= position).map((e) => e.id);
+      let target = Math.min(position, this.highestDelivered);
+      // Events the engine parked by itself after the last delivered one are recorded: ack past them.
+      if (position >= this.highestDelivered) target = Math.max(target, this.autoParkedHigh);
+      if (target <= this.cursor && resolve.length === 0) return;
+      const result = await this.deps.backend.ack(this.consumer, this.epoch, target, resolve);
+      if (!result.ok) throw this.lose(result);
+      this.cursor = result.position;
+      this.outstanding = this.outstanding.filter((e) => e.position > this.cursor);
+      for (const id of resolve) this.redelivered.delete(id);
+      this.wake.notify();
+    });
+  }
+
+  async park(position: number, info: ParkInfo): Promise<void> {
+    validatePosition(position, 'position');
+    const parkInfo = validateParkInfo(info);
+    this.assertUsable();
+    await this.locked(async () => {
+      this.assertUsable();
+      const again = [...this.redelivered.values()].find((e) => e.position === position);
+      const event = again ?? this.outstanding.find((e) => e.position === position);
+      if (!event) throw new InvalidInputError('position', 'must be the position of a delivered, unacknowledged event');
+      const result = await this.deps.backend.park(this.consumer, this.epoch, {
+        event,
+        mode: 'failed',
+        reason: parkInfo.reason,
+        error: parkInfo.error ?? null,
+        attempts: parkInfo.attempts ?? 1,
+      });
+      if (!result.ok) throw this.lose(result);
+      this.blocked.add(event.stream);
+      if (again) {
+        // The backend returned this entry and its stream's later retrying entries to `parked`.
+        for (const [id, e] of this.redelivered) {
+          if (e.stream === event.stream && e.position >= position) this.redelivered.delete(id);
+        }
+      }
+      // Later events of the stream already delivered in this or an earlier batch wait behind it too.
+      for (const e of this.outstanding) {
+        if (e.stream !== event.stream || e.position <= position) continue;
+        await this.parkBehind(e);
+      }
+      this.wake.notify();
+    });
+  }
+
+  async fail(info: FailureInfo): Promise<void> {
+    const failure = validateFailureInfo(info);
+    this.assertUsable();
+    await this.locked(async () => {
+      this.assertUsable();
+      const result = await this.deps.backend.release(this.consumer, this.epoch, failure);
+      if (!result.ok) throw this.lose(result);
+      this.end();
+    });
+  }
+
+  async close(): Promise<void> {
+    if (!this.active) return;
+    this.closed = true;
+    this.stopTimers();
+    this.wake.notify();
+    try {
+      await this.locked(async () => {
+        const result = await this.deps.backend.release(this.consumer, this.epoch);
+        // Fenced here means another owner took over already: nothing left to release.
+        void result;
+      });
+    } catch (err) {
+      // The store was closed under us: the lease lapses by itself.
+      if (!isIdemError(err, 'closed')) throw err;
+    } finally {
+      this.deps.onEnd(this);
+    }
+  }
+
+  private async *run(): AsyncGenerator<SubscriptionMessage> {
+    const { source } = this.deps;
+    const { filter, batchSize, maxInFlight } = this.options;
+    let caughtUp = false;
+    try {
+      for (;;) {
+        if (this.stopped()) return;
+        const generation = this.wake.generation;
+        const room = maxInFlight - this.outstanding.length - this.redelivered.size;
+        if (room > 0) {
+          const limit = Math.min(room, batchSize);
+          const again = await this.nextRedelivery(limit);
+          if (this.stopped()) return;
+          if (again.length > 0) {
+            yield { kind: 'events', events: again, redelivery: true };
+            continue;
+          }
+          const head = caughtUp ? 0 : await source.headPosition();
+          const read: RecordedEvent[] = [];
+          for await (const e of source.readAll({ after: this.readPos, filter, limit })) read.push(e);
+          if (this.stopped()) return;
+          if (read.length > 0) {
+            this.readPos = read[read.length - 1]!.position;
+            const deliver = await this.locked(() => this.sortOut(read));
+            if (deliver.length > 0) yield { kind: 'events', events: deliver, redelivery: false };
+            continue;
+          }
+          if (!caughtUp) {
+            caughtUp = true;
+            yield { kind: 'caught_up', position: Math.max(head, this.readPos) };
+            continue;
+          }
+        }
+        await this.wake.wait(generation, this.deps.pollIntervalMs);
+      }
+    } finally {
+      // Leaving the loop early (break, return, an error from the store) ends the ownership.
+      if (this.active) await this.close();
+    }
+  }
+
+  /** Retrying dead letters not yet redelivered here, in position order. */
+  private async nextRedelivery(limit: number): Promise<RecordedEvent[]> {
+    const rows = await this.deps.backend.deadLetters(this.consumer, {
+      status: 'retrying',
+      limit: this.redelivered.size + limit,
+    });
+    const events = rows
+      .filter((r) => !this.redelivered.has(r.event.id))
+      .slice(0, limit)
+      .map((r) => r.event);
+    for (const e of events) {
+      this.redelivered.set(e.id, e);
+      this.redeliveredHigh = Math.max(this.redeliveredHigh, e.position);
+      this.blocked.add(e.stream);
+    }
+    return events;
+  }
+
+  /** Parks the read events of blocked streams and returns the rest, now counted as delivered. */
+  private async sortOut(read: RecordedEvent[]): Promise<RecordedEvent[]> {
+    const deliver: RecordedEvent[] = [];
+    for (const e of read) {
+      if (this.blocked.has(e.stream) && (await this.parkBehind(e))) continue;
+      deliver.push(e);
+    }
+    if (deliver.length > 0) {
+      this.outstanding.push(...deliver);
+      this.highestDelivered = deliver[deliver.length - 1]!.position;
+    } else if (this.outstanding.length === 0 && this.autoParkedHigh > this.cursor) {
+      // Nothing delivered is waiting for an ack: move the cursor past what was parked.
+      const result = await this.deps.backend.ack(this.consumer, this.epoch, this.autoParkedHigh, []);
+      if (!result.ok) throw this.lose(result);
+      this.cursor = result.position;
+      this.highestDelivered = Math.max(this.highestDelivered, this.cursor);
+    }
+    return deliver;
+  }
+
+  /** Parks `e` behind its stream's dead letter; false when the stream is no longer blocked. */
+  private async parkBehind(e: RecordedEvent): Promise<boolean> {
+    const result = await this.deps.backend.park(this.consumer, this.epoch, {
+      event: e,
+      mode: 'behind',
+      reason: `waiting behind an earlier dead-lettered event of stream "${e.stream}"`,
+      error: null,
+      attempts: 0,
+    });
+    if (!result.ok) throw this.lose(result);
+    if (!result.parked) {
+      this.blocked.delete(e.stream);
+      return false;
+    }
+    this.autoParkedHigh = Math.max(this.autoParkedHigh, e.position);
+    return true;
+  }
+
+  private async renew(): Promise<void> {
+    if (!this.active) return;
+    try {
+      const result = await this.deps.backend.renew(this.consumer, this.epoch, this.options.leaseTtlMs);
+      if (!result.ok && this.active) this.lose(result);
+    } catch {
+      // A failed renewal is retried on the next beat; if the lease lapses meanwhile and another
+      // owner takes over, the epoch check fences this one.
+    }
+  }
+
+  private lose(fenced: Fenced): FencedError {
+    if (!this.lost) {
+      this.lost = new FencedError(this.consumer, this.epoch, fenced.currentEpoch);
+      this.stopTimers();
+      this.wake.notify();
+      this.deps.onEnd(this);
+    }
+    return this.lost;
+  }
+
+  private end(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.stopTimers();
+    this.wake.notify();
+    this.deps.onEnd(this);
+  }
+
+  private stopTimers(): void {
+    clearInterval(this.heartbeat);
+    this.removeAbort?.();
+  }
+
+  /** Throws the fencing error once the lease is lost; true once closed. */
+  private stopped(): boolean {
+    if (this.lost) throw this.lost;
+    return this.closed;
+  }
+
+  private assertUsable(): void {
+    if (this.lost) throw this.lost;
+    if (this.closed) throw new ClosedError(`subscription of consumer "${this.consumer}"`);
+  }
+
+  /** Runs state changes one at a time, so acks, parks and the delivery loop never interleave. */
+  private locked<T>(fn: () => Promise<T>): Promise<T> {
+    const run = this.chain.then(fn, fn);
+    this.chain = run.catch(() => undefined);
+    return run;
+  }
+}

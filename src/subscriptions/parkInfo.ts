@@ -1,0 +1,62 @@
+import { InvalidInputError } from '../core/errors.js';
+import type { FailureInfo, ParkInfo } from '../core/subscription.js';
+
+type ErrorInfo = NonNullable<ParkInfo['error']>;
+
+const MAX_TEXT = 64 * 1024;
+
+function text(value: unknown, field: string, required: boolean): string | undefined {
+  if (value === undefined && !required) return undefined;
+  if (typeof value !== 'string') throw new InvalidInputError(field, 'must be a string');
+  if (required && value.length === 0) throw new InvalidInputError(field, 'must not be empty');
+  // Long stacks are cut rather than refused: the park must not fail because the error was verbose.
+  return value.length > MAX_TEXT ? value.slice(0, MAX_TEXT) : value;
+}
+
+function errorInfo(value: unknown, field: string): ErrorInfo {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+    throw new InvalidInputError(field, 'must be an object with a message');
+  }
+  const e = value as Record<string, unknown>;
+  const out: ErrorInfo = { message: text(e.message, `${field}.message`, true)! };
+  const name = text(e.name, `${field}.name`, false);
+  const stack = text(e.stack, `${field}.stack`, false);
+  if (name !== undefined) out.name = name;
+  if (stack !== undefined) out.stack = stack;
+  return out;
+}
+
+/** Checks `park` input; `error` keeps only name, message and stack (an `Error` object works). */
+export function validateParkInfo(info: unknown): ParkInfo {
+  if (info === null || typeof info !== 'object') throw new InvalidInputError('info', 'must be an object');
+  const i = info as Record<string, unknown>;
+  const out: ParkInfo = { reason: text(i.reason, 'info.reason', true)! };
+  if (i.error !== undefined) out.error = errorInfo(i.error, 'info.error');
+  if (i.attempts !== undefined) {
+    if (typeof i.attempts !== 'number' || !Number.isSafeInteger(i.attempts) || i.attempts < 1) {
+      throw new InvalidInputError('info.attempts', 'must be an integer >= 1');
+    }
+    out.attempts = i.attempts;
+  }
+  return out;
+}
+
+/** Checks `fail` input. */
+export function validateFailureInfo(info: unknown): FailureInfo {
+  if (info === null || typeof info !== 'object') throw new InvalidInputError('info', 'must be an object');
+  const i = info as Record<string, unknown>;
+  const out: FailureInfo = { error: errorInfo(i.error, 'info.error') };
+  if (i.event !== undefined) {
+    const e = i.event as Record<string, unknown> | null;
+    if (e === null || typeof e !== 'object') throw new InvalidInputError('info.event', 'must be an object');
+    const { id, stream, version, position, type } = e;
+    if (typeof id !== 'string' || typeof stream !== 'string' || typeof type !== 'string') {
+      throw new InvalidInputError('info.event', 'must carry id, stream and type strings');
+    }
+    if (typeof version !== 'number' || typeof position !== 'number') {
+      throw new InvalidInputError('info.event', 'must carry numeric version and position');
+    }
+    out.event = { id, stream, version, position, type };
+  }
+  return out;
+}

@@ -1,0 +1,114 @@
+import { ClosedError, ConsumerBusyError, ConsumerIdentityConflictError, InvalidInputError } from '../core/errors.js';
+import type { ConsumerAdmin, DeadLetterAdmin, SubscribeOptions, Subscription } from '../core/subscription.js';
+import { EngineConsumerAdmin } from './consumerAdmin.js';
+import { EngineDeadLetterAdmin } from './deadLetterAdmin.js';
+import { DurableSubscription } from './durableSubscription.js';
+import type { SubscriptionStateBackend } from './stateBackend.js';
+import { resolveSubscribeOptions, type ResolvedSubscribeOptions } from './subscribeOptions.js';
+import type { SubscriptionSource } from './subscriptionSource.js';
+import { Wakeup } from './wakeup.js';
+
+export interface SubscriptionServiceOptions {
+  /**
+   * How often live subscriptions look for appends made by other processes (and for dead letters
+   * retried from elsewhere), and how often a standby retries the lease. In-process appends wake
+   * subscriptions at once. @default 200
+   */
+  pollIntervalMs?: number;
+}
+
+/**
+ * The subscription engine for one store: `subscribe`, `consumers` and `deadLetters` over the store's
+ * reads and a state backend. A store creates one, exposes its three members, and calls `close()`
+ * before closing its own resources.
+ */
+export class SubscriptionService {
+  readonly consumers: ConsumerAdmin;
+  readonly deadLetters: DeadLetterAdmin;
+  private readonly pollIntervalMs: number;
+  private readonly active = new Set<DurableSubscription>();
+  /** Wakes standbys waiting for a lease released in this process. */
+  private readonly released = new Wakeup();
+  private readonly unhook: (() => void) | undefined;
+  private closed = false;
+
+  constructor(
+    private readonly source: SubscriptionSource,
+    private readonly backend: SubscriptionStateBackend,
+    options: SubscriptionServiceOptions = {},
+  ) {
+    const poll = options.pollIntervalMs ?? 200;
+    if (!Number.isSafeInteger(poll) || poll < 1) throw new InvalidInputError('pollIntervalMs', 'must be an integer >= 1');
+    this.pollIntervalMs = poll;
+    this.consumers = new EngineConsumerAdmin(source, backend);
+    this.deadLetters = new EngineDeadLetterAdmin(backend, () => this.wakeAll());
+    this.unhook = source.onAppend?.(() => this.wakeAll());
+  }
+
+  async subscribe(consumer: string, options?: SubscribeOptions): Promise<Subscription> {
+    const o = resolveSubscribeOptions(consumer, options);
+    this.assertOpen();
+    await this.register(o);
+    for (;;) {
+      const generation = this.released.generation;
+      const lease = await this.backend.acquire(o.consumer, o.owner, o.leaseTtlMs);
+      if (lease.ok) {
+        const blocked = await this.backend.blockedStreams(o.consumer);
+        const deps = { source: this.source, backend: this.backend, pollIntervalMs: this.pollIntervalMs, onEnd: this.ended };
+        const sub = new DurableSubscription(deps, o, lease.epoch, lease.position, blocked);
+        this.active.add(sub);
+        if (this.closed || o.signal?.aborted) {
+          await sub.close();
+          throw new ClosedError(this.closed ? 'subscription service' : `subscription of consumer "${o.consumer}"`);
+        }
+        return sub;
+      }
+      if (lease.reason === 'not_found') {
+        // Deleted between register and acquire: register again.
+        await this.register(o);
+        continue;
+      }
+      if (!o.standby) throw new ConsumerBusyError(o.consumer, lease.owner, lease.leaseExpiresAt);
+      if (o.signal?.aborted) throw new ClosedError(`standby for consumer "${o.consumer}"`);
+      this.assertOpen();
+      // Wait for a release in this process, the lease's expiry, or the next poll.
+      const untilExpiry = lease.leaseExpiresAt ? Date.parse(lease.leaseExpiresAt) - Date.now() + 5 : this.pollIntervalMs;
+      await this.released.wait(generation, Math.max(5, Math.min(this.pollIntervalMs, untilExpiry)));
+    }
+  }
+
+  /** Closes every subscription opened here (releasing their leases) and stops listening. Safe to call twice. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.unhook?.();
+    this.released.notify();
+    await Promise.all([...this.active].map((s) => s.close()));
+  }
+
+  private async register(o: ResolvedSubscribeOptions): Promise<void> {
+    let start = 0;
+    if (o.from !== 'start') {
+      const head = await this.source.headPosition();
+      start = o.from === 'end' ? head : o.from;
+      if (start > head && !(await this.backend.get(o.consumer))) {
+        throw new InvalidInputError('from', `must not exceed the head position (${head})`);
+      }
+    }
+    const reg = await this.backend.register(o.consumer, o.filter, start);
+    if (!reg.ok) throw new ConsumerIdentityConflictError(o.consumer, reg.existingFilter, o.filter);
+  }
+
+  private readonly ended = (sub: DurableSubscription): void => {
+    this.active.delete(sub);
+    this.released.notify();
+  };
+
+  private wakeAll(): void {
+    for (const s of this.active) s.wake.notify();
+  }
+
+  private assertOpen(): void {
+    if (this.closed) throw new ClosedError('subscription service');
+  }
+}
