@@ -1,0 +1,96 @@
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { connect } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type * as Pg from 'pg';
+
+/** The server the PostgreSQL scenarios use unless told otherwise. */
+export const DEFAULT_POSTGRES_URL = 'postgres://postgres@127.0.0.1:5432/postgres';
+
+/** Loads `pg` (an optional peer dependency) only for the scenarios that need it. */
+export async function loadPgModule(): Promise<typeof Pg> {
+  const mod = (await import('pg')) as typeof Pg & { default?: typeof Pg };
+  return mod.default ?? mod;
+}
+
+/**
+ * What a run creates and must remove at the end: temporary directories and PostgreSQL databases.
+ * `cleanup` removes everything even when a scenario failed half way.
+ */
+export class BenchResources {
+  private readonly dirs: string[] = [];
+  private readonly databases: string[] = [];
+
+  constructor(private readonly postgresUrl: string) {}
+
+  async tempDir(): Promise<string> {
+    const dir = await mkdtemp(join(tmpdir(), 'idem-bench-'));
+    this.dirs.push(dir);
+    return dir;
+  }
+
+  /** Creates a database with a random name and returns a connection string for it. */
+  async postgresDatabase(): Promise<string> {
+    const name = `idem_bench_${randomBytes(6).toString('hex')}`;
+    await this.admin(`create database "${name}"`);
+    this.databases.push(name);
+    const url = new URL(this.postgresUrl);
+    url.pathname = `/${name}`;
+    return url.toString();
+  }
+
+  /** A one-line reason when PostgreSQL does not accept connections, else null. */
+  async postgresUnavailable(): Promise<string | null> {
+    const url = new URL(this.postgresUrl);
+    const host = url.hostname || '127.0.0.1';
+    const port = url.port ? Number(url.port) : 5432;
+    if (!(await tcpReachable(host, port, 1000))) return `PostgreSQL unreachable at ${host}:${port}`;
+    try {
+      await this.admin('select 1');
+      return null;
+    } catch (err) {
+      return `PostgreSQL at ${host}:${port} refused the connection (${(err as Error).message})`;
+    }
+  }
+
+  async cleanup(): Promise<string[]> {
+    const problems: string[] = [];
+    for (const dir of this.dirs.splice(0)) {
+      await rm(dir, { recursive: true, force: true }).catch((err: unknown) =>
+        problems.push(`${dir}: ${String(err)}`),
+      );
+    }
+    for (const name of this.databases.splice(0)) {
+      await this.admin(`drop database if exists "${name}" with (force)`).catch((err: unknown) =>
+        problems.push(`database ${name}: ${String(err)}`),
+      );
+    }
+    return problems;
+  }
+
+  private async admin(sql: string): Promise<void> {
+    const pg = await loadPgModule();
+    const client = new pg.Client({ connectionString: this.postgresUrl, connectionTimeoutMillis: 3000 });
+    await client.connect();
+    try {
+      await client.query(sql);
+    } finally {
+      await client.end();
+    }
+  }
+}
+
+function tcpReachable(host: string, port: number, timeoutMs: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect({ host, port });
+    const done = (ok: boolean): void => {
+      clearTimeout(timer);
+      socket.destroy();
+      resolve(ok);
+    };
+    const timer = setTimeout(() => done(false), timeoutMs);
+    socket.once('connect', () => done(true));
+    socket.once('error', () => done(false));
+  });
+}

@@ -1,0 +1,109 @@
+import { cpus, totalmem } from 'node:os';
+import { InvalidInputError } from '../core/errors.js';
+import { DEFAULT_POSTGRES_URL, BenchResources } from './resources.js';
+import { SCENARIOS } from './scenarios/index.js';
+import type { BenchReport, Scenario, ScenarioContext } from './types.js';
+
+export interface BenchOptions {
+  /** Small sizes (the whole run under a minute) for CI. @default false */
+  quick?: boolean;
+  /** Multiplies every size (tests use a tiny scale to check that the bench runs). @default 1 */
+  scale?: number;
+  /** Run only these scenarios (by name). @default all */
+  only?: readonly string[];
+  /** The PostgreSQL server for the PostgreSQL scenarios; a database with a random name is created and dropped. */
+  postgresUrl?: string;
+  /** Progress lines. @default none */
+  log?: (message: string) => void;
+}
+
+/** Names of every scenario, in run order. */
+export function benchScenarioNames(): string[] {
+  return SCENARIOS.map((s) => s.name);
+}
+
+/**
+ * Runs the benchmark scenarios, each with its baselines measured in the same run, and returns the
+ * report. Never leaves temporary files or databases behind. A scenario that throws is reported in
+ * `failed` and the run goes on.
+ */
+export async function runBench(options: BenchOptions = {}): Promise<BenchReport> {
+  const started = Date.now();
+  const quick = options.quick ?? false;
+  const log = options.log ?? ((): void => undefined);
+  const selected = selectScenarios(options.only);
+  const resources = new BenchResources(
+    options.postgresUrl ?? process.env.IDEM_PG_URL ?? process.env.IDEM_POSTGRES_URL ?? DEFAULT_POSTGRES_URL,
+  );
+  const cpuList = cpus();
+  const report: BenchReport = {
+    startedAt: new Date(started).toISOString(),
+    mode: quick ? 'quick' : 'full',
+    machine: {
+      cpus: cpuList.length,
+      cpuModel: cpuList[0]?.model.trim() ?? 'unknown',
+      memoryGb: Math.round(totalmem() / 2 ** 30),
+      platform: `${process.platform}-${process.arch}`,
+      node: process.version,
+    },
+    scenarios: selected.map((s) => s.name),
+    rows: [],
+    skipped: [],
+    failed: [],
+    totalSeconds: 0,
+  };
+  const scale = options.scale ?? 1;
+  if (!(scale > 0 && scale <= 10)) throw new InvalidInputError('scale', 'must be a number > 0 and <= 10');
+  const ctx: ScenarioContext = {
+    quick,
+    size: (q, full, multipleOf = 1) =>
+      Math.max(1, Math.round(((quick ? q : full) * scale) / multipleOf)) * multipleOf,
+    tempDir: () => resources.tempDir(),
+    postgresDatabase: () => resources.postgresDatabase(),
+    log,
+  };
+  let postgresReason: string | null | undefined;
+  try {
+    for (const scenario of selected) {
+      if (scenario.needs.includes('postgres')) {
+        postgresReason ??= await resources.postgresUnavailable();
+        if (postgresReason) {
+          report.skipped.push({ scenario: scenario.name, reason: postgresReason });
+          log(`skipped ${scenario.name}: ${postgresReason}`);
+          continue;
+        }
+      }
+      const missing = (await scenario.unavailable?.()) ?? null;
+      if (missing) {
+        report.skipped.push({ scenario: scenario.name, reason: missing });
+        log(`skipped ${scenario.name}: ${missing}`);
+        continue;
+      }
+      const t0 = Date.now();
+      try {
+        report.rows.push(...(await scenario.run(ctx)));
+        log(`${scenario.name}: done in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+      } catch (err) {
+        const message = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
+        report.failed.push({ scenario: scenario.name, reason: message });
+        log(`FAILED ${scenario.name}: ${err instanceof Error ? (err.stack ?? message) : message}`);
+      }
+    }
+  } finally {
+    for (const problem of await resources.cleanup()) log(`cleanup: ${problem}`);
+  }
+  report.totalSeconds = (Date.now() - started) / 1000;
+  return report;
+}
+
+function selectScenarios(only: readonly string[] | undefined): Scenario[] {
+  if (!only || only.length === 0) return [...SCENARIOS];
+  const unknown = only.filter((n) => !SCENARIOS.some((s) => s.name === n));
+  if (unknown.length > 0) {
+    throw new InvalidInputError(
+      'only',
+      `must name known scenarios (${benchScenarioNames().join(', ')}); got ${unknown.join(', ')}`,
+    );
+  }
+  return SCENARIOS.filter((s) => only.includes(s.name));
+}
