@@ -85,7 +85,18 @@ async function load<T extends Factory>(specifier: string, exportName: string, wh
   return factory as T;
 }
 
+/** Opens the store; a failure to open (bad path, refused connection) names the store it tried. */
 export async function openStore(target: StoreTarget): Promise<EventStore> {
+  try {
+    return await openTarget(target);
+  } catch (err) {
+    if (err instanceof IdemError) throw err;
+    const why = err instanceof Error ? err.message : String(err);
+    throw new IdemError('unavailable', `cannot open the store at ${describeTarget(target)}: ${why}`, {}, { cause: err });
+  }
+}
+
+async function openTarget(target: StoreTarget): Promise<EventStore> {
   switch (target.kind) {
     case 'sqlite': {
       mkdirSync(dirname(target.path), { recursive: true });

@@ -52,7 +52,7 @@ export class Output {
 export function errorReport(err: unknown): ErrorReport {
   if (err instanceof IdemError) return { error: err.toJSON() };
   if (err instanceof UsageError) return { error: { code: 'usage', message: err.message, details: {} } };
-  const message = err instanceof Error ? err.message : typeof err === 'object' ? JSON.stringify(err) : String(err);
+  const message = err instanceof Error ? err.message : (JSON.stringify(err) ?? 'unknown error');
   return { error: { code: 'internal', message, details: {} } };
 }
 
