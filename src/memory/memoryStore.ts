@@ -14,7 +14,8 @@ import { DEFAULT_LIMITS, type StoreLimits } from '../core/limits.js';
 import type { ConsumerAdmin, DeadLetterAdmin, SubscribeOptions, Subscription } from '../core/subscription.js';
 import { prepareAppend, validateLimit, validatePosition, validateStreamName } from '../core/validation.js';
 import { AppendListeners } from '../core/appendListeners.js';
-import { notWiredAdmin, notWiredSubscribe } from './notWired.js';
+import { SubscriptionService } from '../subscriptions/subscriptionService.js';
+import { MemorySubscriptionState } from './subscriptionState.js';
 
 export interface MemoryStoreOptions {
   /** Input limits; unset fields keep their defaults. */
@@ -39,9 +40,9 @@ export class MemoryEventStore implements EventStore {
   private readonly listeners = new AppendListeners();
   private closed = false;
 
-  // WIRE: subscriptions
-  readonly consumers: ConsumerAdmin = notWiredAdmin;
-  readonly deadLetters: DeadLetterAdmin = notWiredAdmin as unknown as DeadLetterAdmin;
+  private readonly subscriptions = new SubscriptionService(this, new MemorySubscriptionState());
+  readonly consumers: ConsumerAdmin = this.subscriptions.consumers;
+  readonly deadLetters: DeadLetterAdmin = this.subscriptions.deadLetters;
 
   constructor(options: MemoryStoreOptions = {}) {
     this.limits = { ...DEFAULT_LIMITS, ...options.limits };
@@ -77,8 +78,9 @@ export class MemoryEventStore implements EventStore {
           type: e.type,
           version: history.length + 1,
           position: firstPosition + i,
-          data: structuredClone(e.data),
-          metadata: structuredClone(e.metadata),
+          // Stored as its JSON round trip, as the SQL stores do (so -0 reads back as 0).
+          data: JSON.parse(e.dataJson) as RecordedEvent['data'],
+          metadata: JSON.parse(e.metadataJson) as RecordedEvent['metadata'],
           recordedAt,
         },
       };
@@ -136,9 +138,8 @@ export class MemoryEventStore implements EventStore {
     return Promise.resolve(this.streams.get(validateStreamName(stream))?.length ?? 0);
   }
 
-  // WIRE: subscriptions
   subscribe(consumer: string, options?: SubscribeOptions): Promise<Subscription> {
-    return notWiredSubscribe(consumer, options);
+    return this.subscriptions.subscribe(consumer, options);
   }
 
   /** Calls `listener(head)` after every append committed through this store object. Returns an unsubscribe. */
@@ -146,10 +147,10 @@ export class MemoryEventStore implements EventStore {
     return this.listeners.add(listener);
   }
 
-  close(): Promise<void> {
+  async close(): Promise<void> {
+    await this.subscriptions.close();
     this.closed = true;
     this.listeners.clear();
-    return Promise.resolve();
   }
 
   private assertOpen(): void {

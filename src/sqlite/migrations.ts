@@ -1,4 +1,5 @@
 import type Database from 'better-sqlite3';
+import { createSubscriptionTables } from './subscriptionSchema.js';
 
 /** One numbered schema step. Versions are 1, 2, 3, ... and never change once released. */
 export interface Migration {
@@ -29,6 +30,11 @@ export const STORE_MIGRATIONS: Migration[] = [
         );
       `);
     },
+  },
+  {
+    version: 2,
+    name: 'subscriptions',
+    up: createSubscriptionTables,
   },
 ];
 

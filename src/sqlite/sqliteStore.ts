@@ -10,7 +10,8 @@ import { normalizeFilter } from '../core/filter.js';
 import { DEFAULT_LIMITS, type StoreLimits } from '../core/limits.js';
 import type { ConsumerAdmin, DeadLetterAdmin, SubscribeOptions, Subscription } from '../core/subscription.js';
 import { prepareAppend, validateLimit, validatePosition, validateStreamName } from '../core/validation.js';
-import { notWiredAdmin, notWiredSubscribe } from '../memory/notWired.js';
+import { SubscriptionService } from '../subscriptions/subscriptionService.js';
+import { SqliteSubscriptionState } from './subscriptionState.js';
 import { AppendBatcher } from './appendBatcher.js';
 import { EVENT_COLUMNS, filterSql, toRecordedEvent, type EventRow } from './eventRows.js';
 import { runMigrations, STORE_MIGRATIONS } from './migrations.js';
@@ -51,9 +52,9 @@ export class SqliteEventStore implements EventStore {
   private readonly pageSize: number;
   private closed = false;
 
-  // WIRE: subscriptions
-  readonly consumers: ConsumerAdmin = notWiredAdmin;
-  readonly deadLetters: DeadLetterAdmin = notWiredAdmin as unknown as DeadLetterAdmin;
+  private readonly subscriptions: SubscriptionService;
+  readonly consumers: ConsumerAdmin;
+  readonly deadLetters: DeadLetterAdmin;
 
   constructor(options: SqliteStoreOptions) {
     if (typeof options.path !== 'string' || options.path.length === 0) {
@@ -79,6 +80,9 @@ export class SqliteEventStore implements EventStore {
       throw err;
     }
     this.batcher = new AppendBatcher(this.db, (head) => this.listeners.emit(head));
+    this.subscriptions = new SubscriptionService(this, new SqliteSubscriptionState(this.db));
+    this.consumers = this.subscriptions.consumers;
+    this.deadLetters = this.subscriptions.deadLetters;
   }
 
   async append(stream: string, events: NewEvent[], options: AppendOptions = {}): Promise<AppendResult> {
@@ -139,9 +143,9 @@ export class SqliteEventStore implements EventStore {
     return (row as { v: number }).v;
   }
 
-  // WIRE: subscriptions
   subscribe(consumer: string, options?: SubscribeOptions): Promise<Subscription> {
-    return notWiredSubscribe(consumer, options);
+    if (this.closed) return Promise.reject(new ClosedError('SQLite store'));
+    return this.subscriptions.subscribe(consumer, options);
   }
 
   /** Calls `listener(head)` after every append committed through this store object. Returns an unsubscribe. */
@@ -152,6 +156,7 @@ export class SqliteEventStore implements EventStore {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    await this.subscriptions.close();
     await this.batcher.drain();
     this.listeners.clear();
     this.db.close();

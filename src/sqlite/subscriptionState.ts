@@ -1,0 +1,359 @@
+import type Database from 'better-sqlite3';
+import { ClosedError } from '../core/errors.js';
+import type { RecordedEvent } from '../core/event.js';
+import { filterKey, type EventFilter } from '../core/filter.js';
+import type { DeadLetterSelector, DeadLetterStatus, FailureInfo } from '../core/subscription.js';
+import type {
+  AckResult,
+  AcquireResult,
+  AdminResult,
+  ConsumerState,
+  DeadLetterRecord,
+  Fenced,
+  ParkRequest,
+  ParkResult,
+  RegisterResult,
+  RenewResult,
+  StoredConsumerStatus,
+  SubscriptionStateBackend,
+  WriteResult,
+} from '../subscriptions/stateBackend.js';
+
+interface ConsumerRow {
+  name: string;
+  filter: string;
+  filter_key: string;
+  position: number;
+  owner: string | null;
+  epoch: number;
+  lease_expires_at: number | null;
+  status: StoredConsumerStatus;
+  last_error: string | null;
+  failed_event: string | null;
+  created_at: string;
+  updated_at: string;
+  parked: number;
+}
+
+interface LetterRow {
+  consumer: string;
+  event_id: string;
+  stream: string;
+  position: number;
+  event: string;
+  reason: string;
+  error: string | null;
+  attempts: number;
+  status: DeadLetterStatus;
+  behind: string | null;
+  parked_at: string;
+  skipped_by: string | null;
+  skipped_at: string | null;
+}
+
+const ACTIVE = `status IN ('parked', 'retrying')`;
+const SELECT_CONSUMER = `SELECT c.*, (SELECT count(*) FROM idem_dead_letters d WHERE d.consumer = c.name AND d.${ACTIVE}) AS parked FROM idem_consumers c`;
+
+/**
+ * Consumer state in the store's SQLite file (tables from `subscriptionSchema.ts`). Each write runs in
+ * an IMMEDIATE transaction, so processes sharing the file see each method as one atomic step.
+ */
+export class SqliteSubscriptionState implements SubscriptionStateBackend {
+  constructor(
+    private readonly db: Database.Database,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  register(name: string, filter: EventFilter, startPosition: number): Promise<RegisterResult> {
+    return this.write(() => {
+      const row = this.row(name);
+      if (row) {
+        if (row.filter_key !== filterKey(filter)) {
+          return { ok: false, reason: 'identity_conflict', existingFilter: JSON.parse(row.filter) as EventFilter };
+        }
+        return { ok: true, created: false, state: toState(row) };
+      }
+      const at = this.iso();
+      this.db
+        .prepare(
+          `INSERT INTO idem_consumers (name, filter, filter_key, position, epoch, status, created_at, updated_at)
+           VALUES (?, ?, ?, ?, 0, 'stopped', ?, ?)`,
+        )
+        .run(name, JSON.stringify(filter), filterKey(filter), startPosition, at, at);
+      return { ok: true, created: true, state: toState(this.row(name)!) };
+    });
+  }
+
+  acquire(name: string, owner: string, ttlMs: number): Promise<AcquireResult> {
+    return this.write(() => {
+      const row = this.row(name);
+      if (!row) return { ok: false, reason: 'not_found' };
+      const now = this.now();
+      if (row.owner !== null && row.lease_expires_at !== null && row.lease_expires_at > now) {
+        return { ok: false, reason: 'busy', owner: row.owner, leaseExpiresAt: new Date(row.lease_expires_at).toISOString() };
+      }
+      const expires = now + ttlMs;
+      this.db
+        .prepare(
+          `UPDATE idem_consumers SET epoch = epoch + 1, owner = ?, lease_expires_at = ?, status = 'running',
+             last_error = NULL, failed_event = NULL, updated_at = ? WHERE name = ?`,
+        )
+        .run(owner, expires, new Date(now).toISOString(), name);
+      return { ok: true, epoch: row.epoch + 1, position: row.position, leaseExpiresAt: new Date(expires).toISOString() };
+    });
+  }
+
+  renew(name: string, epoch: number, ttlMs: number): Promise<RenewResult> {
+    return this.write(() => {
+      const expires = this.now() + ttlMs;
+      const r = this.db.prepare(`UPDATE idem_consumers SET lease_expires_at = ? WHERE name = ? AND epoch = ?`).run(expires, name, epoch);
+      if (r.changes === 0) return this.fenced(name);
+      return { ok: true, leaseExpiresAt: new Date(expires).toISOString() };
+    });
+  }
+
+  release(name: string, epoch: number, failure?: FailureInfo): Promise<WriteResult> {
+    return this.write(() => {
+      const r = this.db
+        .prepare(
+          `UPDATE idem_consumers SET owner = NULL, lease_expires_at = NULL, status = ?, last_error = ?, failed_event = ?,
+             updated_at = ? WHERE name = ? AND epoch = ?`,
+        )
+        .run(
+          failure ? 'failed' : 'stopped',
+          failure ? JSON.stringify(failure.error) : null,
+          failure?.event ? JSON.stringify(failure.event) : null,
+          this.iso(),
+          name,
+          epoch,
+        );
+      return r.changes === 0 ? this.fenced(name) : { ok: true };
+    });
+  }
+
+  ack(name: string, epoch: number, position: number, resolveIds: readonly string[]): Promise<AckResult> {
+    return this.write(() => {
+      const row = this.row(name);
+      if (!row || row.epoch !== epoch) return this.fenced(name);
+      if (position > row.position) {
+        this.db.prepare(`UPDATE idem_consumers SET position = ?, updated_at = ? WHERE name = ?`).run(position, this.iso(), name);
+      }
+      const resolve = this.db.prepare(
+        `UPDATE idem_dead_letters SET status = 'resolved' WHERE consumer = ? AND event_id = ? AND status = 'retrying'`,
+      );
+      let resolved = 0;
+      for (const id of resolveIds) resolved += resolve.run(name, id).changes;
+      return { ok: true, position: Math.max(position, row.position), resolved };
+    });
+  }
+
+  park(name: string, epoch: number, request: ParkRequest): Promise<ParkResult> {
+    return this.write((): ParkResult => {
+      const row = this.row(name);
+      if (!row || row.epoch !== epoch) return this.fenced(name);
+      const { event } = request;
+      const existing = this.letter(name, event.id);
+      const first = this.db
+        .prepare(
+          `SELECT event_id FROM idem_dead_letters WHERE consumer = ? AND stream = ? AND ${ACTIVE} AND position < ? AND event_id <> ?
+           ORDER BY position LIMIT 1`,
+        )
+        .get(name, event.stream, event.position, event.id) as { event_id: string } | undefined;
+      if (request.mode === 'behind') {
+        if (existing && (existing.status === 'parked' || existing.status === 'retrying')) {
+          return { ok: true, parked: true, record: toRecord(existing) };
+        }
+        if (!first) return { ok: true, parked: false, record: null };
+        const retrying = this.db
+          .prepare(`SELECT 1 FROM idem_dead_letters WHERE consumer = ? AND stream = ? AND status = 'retrying' LIMIT 1`)
+          .get(name, event.stream);
+        this.upsert(name, event, request, retrying ? 'retrying' : 'parked', first.event_id);
+        return { ok: true, parked: true, record: toRecord(this.letter(name, event.id)!) };
+      }
+      this.db
+        .prepare(
+          `UPDATE idem_dead_letters SET status = 'parked' WHERE consumer = ? AND stream = ? AND status = 'retrying' AND position > ?`,
+        )
+        .run(name, event.stream, event.position);
+      this.upsert(name, event, request, 'parked', first?.event_id ?? null);
+      return { ok: true, parked: true, record: toRecord(this.letter(name, event.id)!) };
+    });
+  }
+
+  get(name: string): Promise<ConsumerState | null> {
+    return this.read(() => {
+      const row = this.row(name);
+      return row ? toState(row) : null;
+    });
+  }
+
+  list(): Promise<ConsumerState[]> {
+    return this.read(() => (this.db.prepare(`${SELECT_CONSUMER} ORDER BY c.name`).all() as ConsumerRow[]).map(toState));
+  }
+
+  reset(name: string, position: number): Promise<AdminResult> {
+    return this.admin(name, () => {
+      this.db.prepare(`UPDATE idem_consumers SET position = ?, updated_at = ? WHERE name = ?`).run(position, this.iso(), name);
+    });
+  }
+
+  delete(name: string): Promise<AdminResult> {
+    return this.admin(name, () => {
+      this.db.prepare(`DELETE FROM idem_dead_letters WHERE consumer = ?`).run(name);
+      this.db.prepare(`DELETE FROM idem_consumers WHERE name = ?`).run(name);
+    });
+  }
+
+  deadLetters(
+    name: string,
+    options: { all?: boolean; status?: DeadLetterStatus; stream?: string; limit?: number } = {},
+  ): Promise<DeadLetterRecord[]> {
+    return this.read(() => {
+      const where = ['consumer = ?'];
+      const params: (string | number)[] = [name];
+      if (options.status) {
+        where.push('status = ?');
+        params.push(options.status);
+      } else if (!options.all) where.push(ACTIVE);
+      if (options.stream !== undefined) {
+        where.push('stream = ?');
+        params.push(options.stream);
+      }
+      const limit = options.limit === undefined ? '' : ` LIMIT ${Math.floor(options.limit)}`;
+      const sql = `SELECT * FROM idem_dead_letters WHERE ${where.join(' AND ')} ORDER BY position${limit}`;
+      return (this.db.prepare(sql).all(...params) as LetterRow[]).map(toRecord);
+    });
+  }
+
+  blockedStreams(name: string): Promise<string[]> {
+    return this.read(() =>
+      (this.db.prepare(`SELECT DISTINCT stream FROM idem_dead_letters WHERE consumer = ? AND ${ACTIVE}`).all(name) as { stream: string }[]).map(
+        (r) => r.stream,
+      ),
+    );
+  }
+
+  retry(name: string, selector: DeadLetterSelector): Promise<number> {
+    return this.write(() => {
+      const stream = this.selectedStream(name, selector);
+      if (stream === null) return 0;
+      return this.db
+        .prepare(`UPDATE idem_dead_letters SET status = 'retrying' WHERE consumer = ? AND stream = ? AND status = 'parked'`)
+        .run(name, stream).changes;
+    });
+  }
+
+  skip(name: string, selector: DeadLetterSelector, by: string): Promise<number> {
+    return this.write(() => {
+      const stream = this.selectedStream(name, selector);
+      if (stream === null) return 0;
+      return this.db
+        .prepare(
+          `UPDATE idem_dead_letters SET status = 'skipped', skipped_by = ?, skipped_at = ? WHERE consumer = ? AND stream = ? AND ${ACTIVE}`,
+        )
+        .run(by, this.iso(), name, stream).changes;
+    });
+  }
+
+  private selectedStream(name: string, selector: DeadLetterSelector): string | null {
+    if ('stream' in selector) return selector.stream;
+    return this.letter(name, selector.id)?.stream ?? null;
+  }
+
+  private upsert(name: string, event: RecordedEvent, request: ParkRequest, status: DeadLetterStatus, behind: string | null): void {
+    this.db
+      .prepare(
+        `INSERT INTO idem_dead_letters (consumer, event_id, stream, position, event, reason, error, attempts, status, behind, parked_at)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+         ON CONFLICT (consumer, event_id) DO UPDATE SET reason = excluded.reason, error = excluded.error,
+           attempts = excluded.attempts, status = excluded.status, behind = excluded.behind, skipped_by = NULL, skipped_at = NULL`,
+      )
+      .run(
+        name,
+        event.id,
+        event.stream,
+        event.position,
+        JSON.stringify(event),
+        request.reason,
+        request.error ? JSON.stringify(request.error) : null,
+        request.attempts,
+        status,
+        behind,
+        this.iso(),
+      );
+  }
+
+  private admin(name: string, change: () => void): Promise<AdminResult> {
+    return this.write((): AdminResult => {
+      const row = this.row(name);
+      if (!row) return { ok: false, reason: 'not_found' };
+      if (row.owner !== null && row.lease_expires_at !== null && row.lease_expires_at > this.now()) {
+        return { ok: false, reason: 'busy', owner: row.owner, leaseExpiresAt: new Date(row.lease_expires_at).toISOString() };
+      }
+      change();
+      return { ok: true };
+    });
+  }
+
+  private fenced(name: string): Fenced {
+    const row = this.db.prepare(`SELECT epoch FROM idem_consumers WHERE name = ?`).get(name) as { epoch: number } | undefined;
+    return { ok: false, reason: 'fenced', currentEpoch: row?.epoch ?? null };
+  }
+
+  private row(name: string): ConsumerRow | undefined {
+    return this.db.prepare(`${SELECT_CONSUMER} WHERE c.name = ?`).get(name) as ConsumerRow | undefined;
+  }
+
+  private letter(name: string, id: string): LetterRow | undefined {
+    return this.db.prepare(`SELECT * FROM idem_dead_letters WHERE consumer = ? AND event_id = ?`).get(name, id) as LetterRow | undefined;
+  }
+
+  private iso(): string {
+    return new Date(this.now()).toISOString();
+  }
+
+  private write<T>(fn: () => T): Promise<T> {
+    return this.read(() => this.db.transaction(fn).immediate());
+  }
+
+  private read<T>(fn: () => T): Promise<T> {
+    if (!this.db.open) return Promise.reject(new ClosedError('SQLite store'));
+    try {
+      return Promise.resolve(fn());
+    } catch (err) {
+      return Promise.reject(err instanceof Error ? err : new Error(String(err)));
+    }
+  }
+}
+
+function toState(row: ConsumerRow): ConsumerState {
+  return {
+    name: row.name,
+    filter: JSON.parse(row.filter) as EventFilter,
+    position: row.position,
+    owner: row.owner,
+    epoch: row.epoch,
+    leaseExpiresAt: row.lease_expires_at === null ? null : new Date(row.lease_expires_at).toISOString(),
+    status: row.status,
+    lastError: row.last_error === null ? null : (JSON.parse(row.last_error) as ConsumerState['lastError']),
+    failedEvent: row.failed_event === null ? null : (JSON.parse(row.failed_event) as ConsumerState['failedEvent']),
+    parked: row.parked,
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+  };
+}
+
+function toRecord(row: LetterRow): DeadLetterRecord {
+  return {
+    consumer: row.consumer,
+    event: JSON.parse(row.event) as RecordedEvent,
+    reason: row.reason,
+    error: row.error === null ? null : (JSON.parse(row.error) as DeadLetterRecord['error']),
+    attempts: row.attempts,
+    status: row.status,
+    behind: row.behind,
+    parkedAt: row.parked_at,
+    skippedBy: row.skipped_by,
+    skippedAt: row.skipped_at,
+  };
+}
