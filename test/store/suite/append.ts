@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { describe, it } from 'node:test';
+import type { JsonValue } from '../../../src/core/json.js';
 import { randomStream } from '../../support/names.js';
 import { ISO_MS, UUID_V7, collect, events, rejectsWith, withStore, type MakeStore } from './context.js';
 
@@ -147,6 +148,20 @@ export function appendTests(make: MakeStore): void {
           payloads,
         );
         for (const e of read) assert.deepEqual(e.metadata, metadata);
+      }));
+
+    it('reads data back as its JSON round trip (-0 as 0, a "__proto__" key as a plain key)', () =>
+      withStore(make, async (store) => {
+        const stream = randomStream();
+        const data = JSON.parse('{"z": -0, "list": [-0, 1e-7], "__proto__": {"x": 1}}') as JsonValue;
+        await store.append(stream, [{ type: 't', data, metadata: { m: -0 } }]);
+        const [e] = await collect(store.readStream(stream));
+        assert.ok(e);
+        assert.equal(JSON.stringify(e.data), '{"z":0,"list":[0,1e-7],"__proto__":{"x":1}}');
+        const read = e.data as { z: number; list: number[] };
+        assert.ok(Object.is(read.z, 0) && Object.is(read.list[0], 0), '-0 reads back as 0');
+        assert.equal(Object.getPrototypeOf(read), Object.prototype, 'a "__proto__" key does not replace the prototype');
+        assert.ok(Object.is(e.metadata.m, 0));
       }));
 
     it('is not affected by callers mutating the input after an append or the events they read', () =>
