@@ -1,3 +1,4 @@
 // `idem/sqlite`: the embedded event store (and, with the consumer runtime, the SQLite target).
 export { openSqliteStore, SqliteEventStore } from './sqliteStore.js';
 export type { Durability, SqliteStoreOptions } from './sqliteStore.js';
+export { sqliteTarget, SqliteTarget, type SqliteTargetOptions } from './target.js';

@@ -1,0 +1,21 @@
+// The consumer runtime: createConsumer, guards, options, metrics and the target port it commits through.
+export { createConsumer } from './consumer.js';
+export type { Consumer, ConsumerRuntimeStatus, ConsumerState } from './consumer.js';
+export type {
+  BatchOptions,
+  ConsumerMetricsOptions,
+  ConsumerOptions,
+  ErrorPolicy,
+  Handler,
+  HandlerContext,
+} from './options.js';
+export type { CustomKeyGuard, Guard } from './guards.js';
+export type { ConsumerMetricsSnapshot, LatencySummary } from './metrics.js';
+export { VersionGapError } from './versionGapError.js';
+export type {
+  BatchRecord,
+  ConsumerTarget,
+  LedgerEntry,
+  TargetCheckpoint,
+  TargetTransaction,
+} from '../core/consumerTarget.js';

@@ -1,0 +1,189 @@
+import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import type { ConsumerMetricsOptions } from './options.js';
+
+/** Count, sum and largest value of a latency, in seconds. */
+export interface LatencySummary {
+  count: number;
+  sumSeconds: number;
+  maxSeconds: number;
+  /** sumSeconds / count, 0 when empty. */
+  meanSeconds: number;
+}
+
+/** What `consumer.metrics()` returns: counts since this consumer object was created. */
+export interface ConsumerMetricsSnapshot {
+  consumer: string;
+  /** Events the source delivered (duplicates included). */
+  delivered: number;
+  /** Events the handler processed and the target committed. */
+  processed: number;
+  /** Delivered events skipped as already handled (by checkpoint, ledger key or entity version). */
+  duplicates: number;
+  /** duplicates / delivered, 0 when nothing was delivered. */
+  repeatRate: number;
+  /** Version gaps seen (entity-version guard). */
+  gaps: number;
+  /** Events read from the store to fill gaps and applied. */
+  recovered: number;
+  /** Events dead-lettered after their handler failed. */
+  deadLetters: number;
+  /** Events parked: dead letters plus the later events of their entities parked behind them. */
+  parked: number;
+  /** Entities this consumer parked and has not seen redelivered and handled since. */
+  parkedEntities: number;
+  /** Source reconnects after a failure. */
+  reconnects: number;
+  /** Committed target transactions. */
+  batches: number;
+  handlerLatency: LatencySummary;
+  /** From the event's `recordedAt` to the commit of its batch. */
+  endToEndLatency: LatencySummary;
+  /** Last acknowledged position. */
+  position: number;
+  /** The source's head position when last checked. */
+  head: number;
+  /** Events between the acknowledged position and the head (an upper bound under a filter), and the age of the checkpoint. */
+  checkpointLag: { events: number; seconds: number };
+}
+
+const LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
+
+class Latency {
+  count = 0;
+  sum = 0;
+  max = 0;
+  add(seconds: number): void {
+    this.count++;
+    this.sum += seconds;
+    if (seconds > this.max) this.max = seconds;
+  }
+  summary(): LatencySummary {
+    return { count: this.count, sumSeconds: this.sum, maxSeconds: this.max, meanSeconds: this.count ? this.sum / this.count : 0 };
+  }
+}
+
+type CounterName = 'delivered' | 'processed' | 'duplicates' | 'gaps' | 'recovered' | 'deadLetters' | 'parked' | 'reconnects' | 'batches';
+
+const COUNTER_HELP: Record<CounterName, [string, string]> = {
+  delivered: ['delivered_total', 'Events delivered to the consumer, duplicates included'],
+  processed: ['processed_total', 'Events handled and committed'],
+  duplicates: ['duplicates_total', 'Delivered events skipped as already handled'],
+  gaps: ['gaps_total', 'Entity version gaps seen'],
+  recovered: ['recovered_total', 'Events read from the store to fill version gaps'],
+  deadLetters: ['dead_letters_total', 'Events dead-lettered after their handler failed'],
+  parked: ['parked_total', 'Events parked (dead letters and events parked behind them)'],
+  reconnects: ['reconnects_total', 'Reconnects after a source or target failure'],
+  batches: ['batches_total', 'Committed target transactions'],
+};
+
+function metric<T>(registry: Registry, name: string, make: () => T): T {
+  // A registry shared by several consumers holds one metric per name, labelled by consumer.
+  return (registry.getSingleMetric(name) as T | undefined) ?? make();
+}
+
+/** The consumer's counters and latencies, mirrored into a prom-client registry when one is given. */
+export class ConsumerMetrics {
+  private readonly counts: Record<CounterName, number> = {
+    delivered: 0,
+    processed: 0,
+    duplicates: 0,
+    gaps: 0,
+    recovered: 0,
+    deadLetters: 0,
+    parked: 0,
+    reconnects: 0,
+    batches: 0,
+  };
+  private readonly handler = new Latency();
+  private readonly endToEnd = new Latency();
+  readonly parkedStreams = new Set<string>();
+  position = 0;
+  head = 0;
+  lagSeconds = 0;
+  private readonly prom: {
+    counters: Record<CounterName, Counter<'consumer'>>;
+    handler: Histogram<'consumer'>;
+    endToEnd: Histogram<'consumer'>;
+    lagEvents: Gauge<'consumer'>;
+    lagSeconds: Gauge<'consumer'>;
+    parkedEntities: Gauge<'consumer'>;
+    position: Gauge<'consumer'>;
+  } | null;
+
+  constructor(
+    private readonly consumer: string,
+    options: ConsumerMetricsOptions | undefined,
+  ) {
+    if (!options) {
+      this.prom = null;
+      return;
+    }
+    const { registry } = options;
+    const p = options.prefix ?? 'idem_consumer_';
+    const labelNames = ['consumer'] as const;
+    const registers = [registry];
+    const counters = {} as Record<CounterName, Counter<'consumer'>>;
+    for (const key of Object.keys(COUNTER_HELP) as CounterName[]) {
+      const [suffix, help] = COUNTER_HELP[key];
+      counters[key] = metric(registry, p + suffix, () => new Counter({ name: p + suffix, help, labelNames, registers }));
+    }
+    const gauge = (suffix: string, help: string): Gauge<'consumer'> =>
+      metric(registry, p + suffix, () => new Gauge({ name: p + suffix, help, labelNames, registers }));
+    const histogram = (suffix: string, help: string): Histogram<'consumer'> =>
+      metric(registry, p + suffix, () => new Histogram({ name: p + suffix, help, labelNames, registers, buckets: LATENCY_BUCKETS }));
+    this.prom = {
+      counters,
+      handler: histogram('handler_seconds', 'Handler latency per event'),
+      endToEnd: histogram('end_to_end_seconds', 'From event recordedAt to the commit of its batch'),
+      lagEvents: gauge('checkpoint_lag_events', 'Events between the acknowledged position and the head'),
+      lagSeconds: gauge('checkpoint_lag_seconds', 'Age of the checkpoint while behind the head'),
+      parkedEntities: gauge('parked_entities', 'Entities parked behind a dead letter'),
+      position: gauge('position', 'Last acknowledged position'),
+    };
+  }
+
+  add(name: CounterName, n = 1): void {
+    if (n === 0) return;
+    this.counts[name] += n;
+    this.prom?.counters[name].inc({ consumer: this.consumer }, n);
+  }
+
+  handlerSeconds(seconds: number): void {
+    this.handler.add(seconds);
+    this.prom?.handler.observe({ consumer: this.consumer }, seconds);
+  }
+
+  endToEndSeconds(seconds: number): void {
+    this.endToEnd.add(seconds);
+    this.prom?.endToEnd.observe({ consumer: this.consumer }, seconds);
+  }
+
+  /** Updates position, head and lag gauges. */
+  progress(position: number, head: number, lagSeconds: number): void {
+    this.position = position;
+    this.head = Math.max(head, position);
+    this.lagSeconds = this.head > position ? lagSeconds : 0;
+    if (this.prom) {
+      const labels = { consumer: this.consumer };
+      this.prom.position.set(labels, this.position);
+      this.prom.lagEvents.set(labels, this.head - this.position);
+      this.prom.lagSeconds.set(labels, this.lagSeconds);
+      this.prom.parkedEntities.set(labels, this.parkedStreams.size);
+    }
+  }
+
+  snapshot(): ConsumerMetricsSnapshot {
+    const c = this.counts;
+    return {
+      consumer: this.consumer,
+      ...c,
+      repeatRate: c.delivered ? c.duplicates / c.delivered : 0,
+      parkedEntities: this.parkedStreams.size,
+      handlerLatency: this.handler.summary(),
+      endToEndLatency: this.endToEnd.summary(),
+      position: this.position,
+      head: this.head,
+      checkpointLag: { events: Math.max(0, this.head - this.position), seconds: this.lagSeconds },
+    };
+  }
+}

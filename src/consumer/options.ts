@@ -1,0 +1,175 @@
+import type { Registry } from 'prom-client';
+import type { ConsumerTarget } from '../core/consumerTarget.js';
+import { InvalidInputError } from '../core/errors.js';
+import type { RecordedEvent } from '../core/event.js';
+import type { EventStore } from '../core/eventStore.js';
+import { normalizeFilter, type EventFilter } from '../core/filter.js';
+import type { StartFrom } from '../core/subscription.js';
+import { validateConsumerName } from '../core/validation.js';
+import { normalizeGuards, type Guard, type GuardSet } from './guards.js';
+
+/** What a handler gets besides the event. */
+export interface HandlerContext<Tx> {
+  /** The target's open transaction: a better-sqlite3 `Database` (SQLite) or a `pg` client inside BEGIN (PostgreSQL). */
+  readonly tx: Tx;
+  /** The consumer's name. */
+  readonly consumer: string;
+  /** 1 on the first try of this event, 2 on the first retry, ... */
+  readonly attempt: number;
+  /** True when the event is a dead letter delivered again by `deadLetters.retry`. */
+  readonly redelivery: boolean;
+  /** True when the event was read from the store to fill a version gap (entity-version guard). */
+  readonly recovered: boolean;
+  /**
+   * Adds `amount` (default 1) to a counter in the target unless `member` (e.g. the event id) was counted
+   * already: an additive metric that cannot double, even across consumer versions. Returns whether it counted.
+   */
+  addOnce(counter: string, member: string, amount?: number): Promise<boolean>;
+}
+
+export type Handler<Tx> = (event: RecordedEvent, ctx: HandlerContext<Tx>) => void | Promise<void>;
+
+export interface ErrorPolicy {
+  /** Tries per event, the first included. @default 3 */
+  attempts?: number;
+  /** @default 'exponential' (with jitter) */
+  backoff?: 'exponential' | 'none';
+  /** Delay before the first retry, in ms; doubles per retry. @default 100 */
+  initialDelayMs?: number;
+  /** Longest delay between retries, in ms. @default 5000 */
+  maxDelayMs?: number;
+  /** What to do when the attempts are used up: stop the consumer (cursor stays before the event) or dead-letter the event. @default 'stop' */
+  then?: 'stop' | 'dead-letter';
+}
+
+export interface BatchOptions {
+  /** Most events in one target transaction. @default 500 */
+  size?: number;
+  /** How long to wait for more events to fill a batch once one has arrived, in ms. @default 0 (process what is delivered) */
+  maxWaitMs?: number;
+}
+
+export interface ConsumerMetricsOptions {
+  /** A prom-client registry to register the consumer metrics in (shared metrics, labelled by `consumer`). */
+  registry: Registry;
+  /** Metric name prefix. @default 'idem_consumer_' */
+  prefix?: string;
+}
+
+export interface ConsumerOptions<Tx> {
+  /** The consumer's identity: versioned, e.g. `billing_v2`. */
+  name: string;
+  /** Any event store: embedded, PostgreSQL, remote. Uses `subscribe`, `readStream` (gap recovery) and `headPosition`. */
+  source: EventStore;
+  /** Which events the consumer wants; part of its identity. @default {} (everything) */
+  filter?: EventFilter;
+  /** Where output, ledger, entity versions and checkpoint commit together. */
+  target: ConsumerTarget<Tx>;
+  /** How duplicates are recognised; an array combines guards. @default 'event-id' */
+  guard?: Guard | Guard[];
+  handle: Handler<Tx>;
+  onError?: ErrorPolicy;
+  /** Version gaps (entity-version guard): read the missing versions and apply them, or fail. @default 'recover' */
+  gaps?: 'recover' | 'fail';
+  batch?: BatchOptions;
+  /** Wait as a standby while another process owns the consumer, instead of rejecting `start()`. @default false */
+  standby?: boolean;
+  /** Where a new consumer starts. @default 'start' */
+  from?: StartFrom;
+  /** Lease time to live of the subscription, in ms. @default the store's (10000) */
+  leaseTtlMs?: number;
+  /** A label for this owner shown by `consumers.get`. @default host:pid */
+  owner?: string;
+  metrics?: ConsumerMetricsOptions;
+  /** Reconnect delays after a source or target failure: first and largest, in ms. @default { initialDelayMs: 100, maxDelayMs: 5000 } */
+  reconnect?: { initialDelayMs?: number; maxDelayMs?: number };
+}
+
+export interface ResolvedOptions<Tx> {
+  name: string;
+  source: EventStore;
+  filter: EventFilter;
+  target: ConsumerTarget<Tx>;
+  guards: GuardSet;
+  handle: Handler<Tx>;
+  onError: Required<ErrorPolicy>;
+  gaps: 'recover' | 'fail';
+  batch: Required<BatchOptions>;
+  standby: boolean;
+  from: StartFrom;
+  leaseTtlMs: number | undefined;
+  owner: string | undefined;
+  metrics: ConsumerMetricsOptions | undefined;
+  reconnect: { initialDelayMs: number; maxDelayMs: number };
+}
+
+function intOption(value: unknown, field: string, min: number, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min) {
+    throw new InvalidInputError(field, `must be an integer >= ${min}`);
+  }
+  return value;
+}
+
+/** Checks the options and fills in defaults; bad input throws `InvalidInputError` naming the field. */
+export function resolveOptions<Tx>(options: ConsumerOptions<Tx>): ResolvedOptions<Tx> {
+  if (options === null || typeof options !== 'object') throw new InvalidInputError('options', 'must be an object');
+  const name = validateConsumerName(options.name, 'name');
+  const source = options.source as EventStore | undefined;
+  if (!source || typeof source.subscribe !== 'function') {
+    throw new InvalidInputError('source', 'must be an event store (with subscribe)');
+  }
+  const target = options.target as ConsumerTarget<Tx> | undefined;
+  if (!target || typeof target.transaction !== 'function') {
+    throw new InvalidInputError('target', 'must be a consumer target (sqliteTarget or postgresTarget)');
+  }
+  if (typeof options.handle !== 'function') throw new InvalidInputError('handle', 'must be a function');
+  const e = options.onError ?? {};
+  const then = e.then ?? 'stop';
+  if (then !== 'stop' && then !== 'dead-letter') throw new InvalidInputError('onError.then', "must be 'stop' or 'dead-letter'");
+  const backoff = e.backoff ?? 'exponential';
+  if (backoff !== 'exponential' && backoff !== 'none') {
+    throw new InvalidInputError('onError.backoff', "must be 'exponential' or 'none'");
+  }
+  const gaps = options.gaps ?? 'recover';
+  if (gaps !== 'recover' && gaps !== 'fail') throw new InvalidInputError('gaps', "must be 'recover' or 'fail'");
+  const from = options.from ?? 'start';
+  if (from !== 'start' && from !== 'end' && !(typeof from === 'number' && Number.isSafeInteger(from) && from >= 0)) {
+    throw new InvalidInputError('from', "must be 'start', 'end' or a position >= 0");
+  }
+  const metrics = options.metrics;
+  if (metrics !== undefined && (metrics === null || typeof metrics.registry?.registerMetric !== 'function')) {
+    throw new InvalidInputError('metrics.registry', 'must be a prom-client Registry');
+  }
+  const leaseTtlMs = options.leaseTtlMs === undefined ? undefined : intOption(options.leaseTtlMs, 'leaseTtlMs', 100, 0);
+  if (options.owner !== undefined && typeof options.owner !== 'string') throw new InvalidInputError('owner', 'must be a string');
+  return {
+    name,
+    source,
+    filter: normalizeFilter(options.filter, 'filter'),
+    target,
+    guards: normalizeGuards(options.guard, 'guard'),
+    handle: options.handle,
+    onError: {
+      attempts: intOption(e.attempts, 'onError.attempts', 1, 3),
+      backoff,
+      initialDelayMs: intOption(e.initialDelayMs, 'onError.initialDelayMs', 0, 100),
+      maxDelayMs: intOption(e.maxDelayMs, 'onError.maxDelayMs', 0, 5000),
+      then,
+    },
+    gaps,
+    batch: {
+      size: intOption(options.batch?.size, 'batch.size', 1, 500),
+      maxWaitMs: intOption(options.batch?.maxWaitMs, 'batch.maxWaitMs', 0, 0),
+    },
+    standby: options.standby === true,
+    from,
+    leaseTtlMs,
+    owner: options.owner,
+    metrics,
+    reconnect: {
+      initialDelayMs: intOption(options.reconnect?.initialDelayMs, 'reconnect.initialDelayMs', 0, 100),
+      maxDelayMs: intOption(options.reconnect?.maxDelayMs, 'reconnect.maxDelayMs', 0, 5000),
+    },
+  };
+}

@@ -1,0 +1,260 @@
+import type { LedgerEntry, TargetTransaction } from '../core/consumerTarget.js';
+import { FencedError } from '../core/errors.js';
+import type { RecordedEvent } from '../core/event.js';
+import { matchesFilter } from '../core/filter.js';
+import type { ParkInfo } from '../core/subscription.js';
+import { backoffDelay, sleep } from './backoff.js';
+import type { HandlerContext, ResolvedOptions } from './options.js';
+import { VersionGapError } from './versionGapError.js';
+
+/** What the runtime needs from the subscription while a batch's transaction is open. */
+export interface BatchDeps<Tx> {
+  options: ResolvedOptions<Tx>;
+  epoch: number;
+  /** Dead-letters a delivered event (before the commit, so a crash can never skip it). */
+  park(position: number, info: ParkInfo): Promise<void>;
+}
+
+/** What a committed batch did; applied to the metrics only after the commit. */
+export interface BatchTally {
+  processed: number;
+  duplicates: number;
+  gaps: number;
+  recovered: number;
+  deadLetters: number;
+  parked: number;
+  parkedStreams: string[];
+  handledStreams: string[];
+  handlerSeconds: number[];
+  recordedAtMs: number[];
+}
+
+export interface BatchOutcome {
+  /** The position to acknowledge after the commit, or null for none. */
+  ackPosition: number | null;
+  /** Set when the consumer must stop at this event (cursor stays before it). */
+  stop: { error: Error; event: RecordedEvent } | null;
+  tally: BatchTally;
+}
+
+interface Failure {
+  error: Error;
+  attempts: number;
+  /** Stops the consumer whatever `onError.then` says (a gap under `gaps: 'fail'`). */
+  fatal: boolean;
+}
+
+/** Thrown out of a fast-path transaction (no savepoints) so the batch is redone with a savepoint per event. */
+class SlowPathNeeded extends Error {
+  constructor(readonly position: number) {
+    super('a handler failed on the fast path');
+  }
+}
+
+function errorInfo(err: Error): NonNullable<ParkInfo['error']> {
+  return { name: err.name, message: err.message, ...(err.stack ? { stack: err.stack } : {}) };
+}
+
+function asError(err: unknown): Error {
+  return err instanceof Error ? err : new Error(String(err));
+}
+
+/**
+ * Runs one delivered batch in one target transaction: checkpoint and ledger lookups, the handler per new
+ * event, ledger rows, entity versions and checkpoint, parks, commit. The batch first runs without
+ * savepoints; when a handler throws, it rolls back and runs again with a savepoint per event, so a
+ * failing event's work is undone alone and its neighbours' work commits.
+ */
+export async function processBatch<Tx>(deps: BatchDeps<Tx>, events: RecordedEvent[], redelivery: boolean): Promise<BatchOutcome> {
+  try {
+    return await runBatch(deps, events, redelivery, null);
+  } catch (err) {
+    if (!(err instanceof SlowPathNeeded)) throw err;
+    return await runBatch(deps, events, redelivery, new Map([[err.position, 1]]));
+  }
+}
+
+function runBatch<Tx>(
+  deps: BatchDeps<Tx>,
+  events: RecordedEvent[],
+  redelivery: boolean,
+  /** null on the fast path; on the slow path, attempts already used per event position. */
+  used: Map<number, number> | null,
+): Promise<BatchOutcome> {
+  const o = deps.options;
+  const name = o.name;
+  return o.target.transaction(async (t: TargetTransaction<Tx>): Promise<BatchOutcome> => {
+    const tally: BatchTally = {
+      processed: 0,
+      duplicates: 0,
+      gaps: 0,
+      recovered: 0,
+      deadLetters: 0,
+      parked: 0,
+      parkedStreams: [],
+      handledStreams: [],
+      handlerSeconds: [],
+      recordedAtMs: [],
+    };
+    const cp = await t.checkpoint(name);
+    if (cp.epoch > deps.epoch) throw new FencedError(name, deps.epoch, cp.epoch);
+    // A redelivered batch at or below the committed checkpoint is skipped without a ledger lookup;
+    // dead letters delivered again by `retry` sit below it on purpose and always go through the guards.
+    const offset = redelivery ? 0 : events.findIndex((e) => e.position > cp.position);
+    const fresh = offset < 0 ? [] : events.slice(offset);
+    tally.duplicates += events.length - fresh.length;
+
+    const keysOf = (e: RecordedEvent): string[] | Error => {
+      try {
+        return o.guards.keyGuards.map((g) => g.key(e));
+      } catch (err) {
+        return asError(err);
+      }
+    };
+    const freshKeys = fresh.map(keysOf);
+    const lookup: string[] = [];
+    for (const k of freshKeys) if (Array.isArray(k)) lookup.push(...k);
+    const seen = lookup.length > 0 ? await t.processedKeys(name, lookup) : new Set<string>();
+    const applied =
+      o.guards.entityVersion && fresh.length > 0
+        ? await t.entityVersions(name, [...new Set(fresh.map((e) => e.stream))])
+        : new Map<string, number>();
+    const versions = new Map<string, number>();
+    const entries: LedgerEntry[] = [];
+    const parks: { position: number; info: ParkInfo }[] = [];
+    const parkedBehind = new Set<string>();
+    const lastApplied = (stream: string): number => versions.get(stream) ?? applied.get(stream) ?? 0;
+
+    const isDuplicate = (e: RecordedEvent, keys: string[]): boolean =>
+      keys.some((k) => seen.has(k)) || (o.guards.entityVersion && e.version <= lastApplied(e.stream));
+
+    /** The handler with savepoint and retries (slow path) or bare (fast path). */
+    const apply = async (e: RecordedEvent, keys: string[], recovered: boolean): Promise<Failure | null> => {
+      let attempt = used?.get(e.position) ?? 0;
+      for (;;) {
+        attempt++;
+        const ctx: HandlerContext<Tx> = {
+          tx: t.tx,
+          consumer: name,
+          attempt,
+          redelivery,
+          recovered,
+          addOnce: (counter, member, amount = 1) => t.addOnce(counter, member, amount),
+        };
+        if (used) await t.savepoint();
+        const started = performance.now();
+        try {
+          const r = o.handle(e, ctx);
+          if (r !== undefined && typeof (r as Promise<void> | undefined)?.then === 'function') await r;
+          if (used) await t.releaseSavepoint();
+        } catch (err) {
+          if (!used) throw new SlowPathNeeded(e.position);
+          await t.rollbackToSavepoint();
+          if (attempt >= o.onError.attempts) return { error: asError(err), attempts: attempt, fatal: false };
+          if (o.onError.backoff === 'exponential') {
+            await sleep(backoffDelay(attempt, o.onError.initialDelayMs, o.onError.maxDelayMs));
+          }
+          continue;
+        }
+        tally.handlerSeconds.push((performance.now() - started) / 1000);
+        for (const k of keys) {
+          seen.add(k);
+          entries.push({ key: k, position: e.position });
+        }
+        if (o.guards.entityVersion) versions.set(e.stream, e.version);
+        tally.processed++;
+        tally.handledStreams.push(e.stream);
+        tally.recordedAtMs.push(Date.parse(e.recordedAt));
+        return null;
+      }
+    };
+
+    /** Reads the versions between the last applied one and `e` from the store and applies them in order. */
+    const recoverGap = async (e: RecordedEvent, current: number): Promise<Failure | null> => {
+      const need = e.version - current - 1;
+      const missing: RecordedEvent[] = [];
+      for await (const m of o.source.readStream(e.stream, { fromVersion: current + 1, limit: need })) missing.push(m);
+      const complete = missing.length === need && missing.every((m, i) => m.version === current + 1 + i);
+      if (!complete) {
+        tally.gaps++;
+        const error = new VersionGapError(e.stream, current + 1, e.version, 'the store does not have the missing versions');
+        return { error, attempts: 0, fatal: true };
+      }
+      // Versions outside the consumer's filter are not input it missed: they only move the version on.
+      if (!missing.some((m) => matchesFilter(o.filter, m))) {
+        versions.set(e.stream, e.version - 1);
+        return null;
+      }
+      tally.gaps++;
+      if (o.gaps === 'fail') {
+        return { error: new VersionGapError(e.stream, current + 1, e.version, "gaps: 'fail'"), attempts: 0, fatal: true };
+      }
+      for (const m of missing) {
+        if (!matchesFilter(o.filter, m)) {
+          versions.set(m.stream, m.version);
+          continue;
+        }
+        const keys = keysOf(m);
+        if (!Array.isArray(keys)) return { error: keys, attempts: 0, fatal: false };
+        if (isDuplicate(m, keys)) {
+          versions.set(m.stream, m.version);
+          continue;
+        }
+        const failed = await apply(m, keys, true);
+        if (failed) {
+          failed.error.message = `while recovering ${m.stream} v${m.version} to fill a gap: ${failed.error.message}`;
+          return failed;
+        }
+        tally.recovered++;
+      }
+      return null;
+    };
+
+    let stop: BatchOutcome['stop'] = null;
+    let ackIndex = events.length - 1;
+    for (let i = 0; i < fresh.length; i++) {
+      const e = fresh[i]!;
+      const keys = freshKeys[i]!;
+      if (parkedBehind.has(e.stream)) {
+        // Not handled: parking the blocker parks the stream's later delivered events behind it.
+        tally.parked++;
+        continue;
+      }
+      let failure: Failure | null;
+      if (!Array.isArray(keys)) failure = { error: keys, attempts: 0, fatal: false };
+      else if (isDuplicate(e, keys)) {
+        tally.duplicates++;
+        continue;
+      } else {
+        const current = lastApplied(e.stream);
+        failure = o.guards.entityVersion && e.version > current + 1 ? await recoverGap(e, current) : null;
+        failure ??= await apply(e, keys, false);
+      }
+      if (!failure) continue;
+      if (o.onError.then === 'dead-letter' && !failure.fatal) {
+        const attempts = Math.max(1, failure.attempts);
+        parks.push({
+          position: e.position,
+          info: { reason: `handler failed after ${attempts} attempt(s)`, error: errorInfo(failure.error), attempts },
+        });
+        parkedBehind.add(e.stream);
+        tally.deadLetters++;
+        tally.parked++;
+        tally.parkedStreams.push(e.stream);
+        continue;
+      }
+      stop = { error: failure.error, event: e };
+      ackIndex = (redelivery ? 0 : offset) + i - 1;
+      break;
+    }
+    const ackPosition = ackIndex >= 0 ? events[ackIndex]!.position : null;
+    await t.record(name, {
+      entries,
+      versions,
+      position: Math.max(cp.position, ackPosition ?? 0),
+      epoch: deps.epoch,
+    });
+    for (const p of parks) await deps.park(p.position, p.info);
+    return { ackPosition, stop, tally };
+  });
+}

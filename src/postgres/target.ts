@@ -1,0 +1,214 @@
+import type { Pool, PoolClient, QueryConfig } from 'pg';
+import type { BatchRecord, ConsumerTarget, TargetCheckpoint, TargetTransaction } from '../core/consumerTarget.js';
+import { ClosedError, InvalidInputError } from '../core/errors.js';
+import { DEFAULT_SCHEMA, quoteSchema, validateSchemaName } from './schemaName.js';
+import { migrateTarget } from './targetMigrations.js';
+
+export interface PostgresTargetOptions {
+  /** The schema of the target's tables (ledger, checkpoints, entity versions, counters). @default 'idem' */
+  schema?: string;
+}
+
+/** The target's SQL for one schema, as named (server-side prepared) statements. */
+class TargetSql {
+  readonly checkpoint: string;
+  readonly processed: string;
+  readonly versions: string;
+  readonly record: string;
+  readonly addOnce: string;
+  readonly readCheckpoint: string;
+  readonly ledgerSize: string;
+  readonly counter: string;
+
+  constructor(readonly schema: string) {
+    const s = quoteSchema(schema);
+    // Upserting the row locks it for the transaction: two owners' batches of one consumer serialise here.
+    this.checkpoint = `INSERT INTO ${s}.target_checkpoints (consumer, position, epoch) VALUES ($1, 0, 0)
+      ON CONFLICT (consumer) DO UPDATE SET consumer = excluded.consumer
+      RETURNING position::float8 AS position, epoch::float8 AS epoch`;
+    this.processed = `SELECT key FROM ${s}.target_processed WHERE consumer = $1 AND key = ANY($2::text[])`;
+    this.versions = `SELECT stream, version FROM ${s}.target_entity_versions WHERE consumer = $1 AND stream = ANY($2::text[])`;
+    this.record = `WITH ledger AS (
+        INSERT INTO ${s}.target_processed (consumer, key, position)
+        SELECT $1, k, p FROM unnest($2::text[], $3::bigint[]) AS t(k, p)
+      ), versions AS (
+        INSERT INTO ${s}.target_entity_versions (consumer, stream, version)
+        SELECT $1, st, ve FROM unnest($4::text[], $5::integer[]) AS u(st, ve)
+        ON CONFLICT (consumer, stream) DO UPDATE SET version = excluded.version
+      )
+      UPDATE ${s}.target_checkpoints SET position = GREATEST(position, $6), epoch = GREATEST(epoch, $7), updated_at = now()
+      WHERE consumer = $1`;
+    this.addOnce = `WITH m AS (
+        INSERT INTO ${s}.target_counter_members (counter, member, amount) VALUES ($1, $2, $3)
+        ON CONFLICT DO NOTHING RETURNING amount
+      )
+      INSERT INTO ${s}.target_counters AS c (counter, value) SELECT $1, amount FROM m
+      ON CONFLICT (counter) DO UPDATE SET value = c.value + excluded.value`;
+    this.readCheckpoint = `SELECT position::float8 AS position, epoch::float8 AS epoch FROM ${s}.target_checkpoints WHERE consumer = $1`;
+    this.ledgerSize = `SELECT count(*)::int AS n FROM ${s}.target_processed WHERE consumer = $1`;
+    this.counter = `SELECT value FROM ${s}.target_counters WHERE counter = $1`;
+  }
+
+  /** A named statement, prepared once per connection by `pg`. */
+  q(name: keyof Omit<TargetSql, 'schema' | 'q'>, values: unknown[]): QueryConfig {
+    return { name: `idem_target_${name}_${this.schema}`, text: this[name], values };
+  }
+}
+
+class PostgresTargetTransaction implements TargetTransaction<PoolClient> {
+  constructor(
+    readonly tx: PoolClient,
+    private readonly sql: TargetSql,
+  ) {}
+
+  async checkpoint(consumer: string): Promise<TargetCheckpoint> {
+    const r = await this.tx.query<TargetCheckpoint>(this.sql.q('checkpoint', [consumer]));
+    return r.rows[0] ?? { position: 0, epoch: 0 };
+  }
+
+  async processedKeys(consumer: string, keys: readonly string[]): Promise<Set<string>> {
+    const r = await this.tx.query<{ key: string }>(this.sql.q('processed', [consumer, keys]));
+    return new Set(r.rows.map((row) => row.key));
+  }
+
+  async entityVersions(consumer: string, streams: readonly string[]): Promise<Map<string, number>> {
+    const r = await this.tx.query<{ stream: string; version: number }>(this.sql.q('versions', [consumer, streams]));
+    return new Map(r.rows.map((row) => [row.stream, row.version]));
+  }
+
+  async savepoint(): Promise<void> {
+    await this.tx.query('SAVEPOINT idem_event');
+  }
+
+  async releaseSavepoint(): Promise<void> {
+    await this.tx.query('RELEASE SAVEPOINT idem_event');
+  }
+
+  async rollbackToSavepoint(): Promise<void> {
+    await this.tx.query('ROLLBACK TO SAVEPOINT idem_event');
+    await this.tx.query('RELEASE SAVEPOINT idem_event');
+  }
+
+  async record(consumer: string, r: BatchRecord): Promise<void> {
+    const streams = [...r.versions.keys()];
+    const versions = [...r.versions.values()];
+    await this.tx.query(
+      this.sql.q('record', [
+        consumer,
+        r.entries.map((e) => e.key),
+        r.entries.map((e) => e.position),
+        streams,
+        versions,
+        r.position,
+        r.epoch,
+      ]),
+    );
+  }
+
+  async addOnce(counter: string, member: string, amount: number): Promise<boolean> {
+    const r = await this.tx.query(this.sql.q('addOnce', [counter, member, amount]));
+    return r.rowCount === 1;
+  }
+}
+
+/**
+ * The PostgreSQL target: each batch takes a client from the pool, and the handler's writes, the ledger,
+ * entity versions and the checkpoint commit in one transaction on it. The checkpoint row is locked
+ * for the batch, so a stale owner's batch waits and is then fenced by its older epoch.
+ */
+export class PostgresTarget implements ConsumerTarget<PoolClient> {
+  readonly kind = 'postgres';
+  readonly schema: string;
+  private readonly sql: TargetSql;
+  private migrated: Promise<void> | null = null;
+  private closed = false;
+
+  constructor(
+    readonly pool: Pool,
+    options: PostgresTargetOptions = {},
+  ) {
+    if (!pool || typeof (pool as Partial<Pool>).connect !== 'function') {
+      throw new InvalidInputError('pool', 'must be a pg Pool');
+    }
+    this.schema = validateSchemaName(options.schema ?? DEFAULT_SCHEMA, 'schema');
+    this.sql = new TargetSql(this.schema);
+  }
+
+  migrate(): Promise<void> {
+    if (this.closed) return Promise.reject(new ClosedError('PostgreSQL target'));
+    this.migrated ??= migrateTarget(this.pool, this.schema).then(
+      () => undefined,
+      (err: unknown) => {
+        this.migrated = null;
+        throw err;
+      },
+    );
+    return this.migrated;
+  }
+
+  async transaction<T>(fn: (t: TargetTransaction<PoolClient>) => Promise<T>): Promise<T> {
+    await this.migrate();
+    const client = await this.pool.connect();
+    let broken: Error | undefined;
+    try {
+      await client.query('BEGIN');
+      let result: T;
+      try {
+        result = await fn(new PostgresTargetTransaction(client, this.sql));
+      } catch (err) {
+        try {
+          await client.query('ROLLBACK');
+        } catch (rollbackError) {
+          broken = rollbackError instanceof Error ? rollbackError : new Error(String(rollbackError));
+        }
+        throw err;
+      }
+      await client.query('COMMIT');
+      return result;
+    } catch (err) {
+      broken ??= isConnectionError(err) ? (err as Error) : undefined;
+      throw err;
+    } finally {
+      // A client whose connection failed is destroyed instead of going back to the pool.
+      client.release(broken ?? false);
+    }
+  }
+
+  private async read<R extends object>(name: 'readCheckpoint' | 'ledgerSize' | 'counter', values: unknown[]): Promise<R | undefined> {
+    await this.migrate();
+    const r = await this.pool.query<R>(this.sql.q(name, values));
+    return r.rows[0];
+  }
+
+  async readCheckpoint(consumer: string): Promise<TargetCheckpoint> {
+    return (await this.read<TargetCheckpoint>('readCheckpoint', [consumer])) ?? { position: 0, epoch: 0 };
+  }
+
+  async ledgerSize(consumer: string): Promise<number> {
+    return (await this.read<{ n: number }>('ledgerSize', [consumer]))?.n ?? 0;
+  }
+
+  async counterValue(counter: string): Promise<number> {
+    return (await this.read<{ value: number }>('counter', [counter]))?.value ?? 0;
+  }
+
+  /** The pool belongs to the caller: closing the target only stops using it. */
+  close(): Promise<void> {
+    this.closed = true;
+    return Promise.resolve();
+  }
+}
+
+function isConnectionError(err: unknown): boolean {
+  const code = (err as { code?: unknown }).code;
+  // SQLSTATE class 08 is a connection exception; node errors (ECONNRESET, ...) carry no SQLSTATE.
+  return typeof code === 'string' ? code.startsWith('08') || code.startsWith('E') : err instanceof Error && !('severity' in err);
+}
+
+/**
+ * A consumer target in PostgreSQL over your `pg` pool. In handlers, `ctx.tx` is a pool client inside
+ * BEGIN: run your writes with `ctx.tx.query(...)`. The target's tables live in `schema` (default `idem`).
+ */
+export function postgresTarget(pool: Pool, options?: PostgresTargetOptions): PostgresTarget {
+  return new PostgresTarget(pool, options);
+}

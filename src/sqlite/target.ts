@@ -1,0 +1,241 @@
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import Database from 'better-sqlite3';
+import type { BatchRecord, ConsumerTarget, TargetCheckpoint, TargetTransaction } from '../core/consumerTarget.js';
+import { ClosedError, InvalidInputError } from '../core/errors.js';
+import { runMigrations } from './migrations.js';
+import { TARGET_MIGRATIONS, TARGET_SCHEMA_TABLE } from './targetMigrations.js';
+
+export interface SqliteTargetOptions {
+  /** When the target opens the file itself: `'full'` survives an OS crash, `'normal'` only a process kill. @default 'full' */
+  durability?: 'full' | 'normal';
+  /** How long a transaction waits for another connection's write lock, in ms (own connection only). @default 10000 */
+  busyTimeoutMs?: number;
+}
+
+type Statement = Database.Statement<unknown[], unknown>;
+
+/** The prepared statements of one connection. */
+class TargetStatements {
+  readonly begin: Statement;
+  readonly commit: Statement;
+  readonly rollback: Statement;
+  readonly savepoint: Statement;
+  readonly release: Statement;
+  readonly rollbackTo: Statement;
+  readonly checkpoint: Statement;
+  readonly processed: Statement;
+  readonly versions: Statement;
+  readonly insertLedger: Statement;
+  readonly upsertVersions: Statement;
+  readonly upsertCheckpoint: Statement;
+  readonly addMember: Statement;
+  readonly addToCounter: Statement;
+  readonly ledgerSize: Statement;
+  readonly counter: Statement;
+
+  constructor(db: Database.Database) {
+    this.begin = db.prepare('BEGIN IMMEDIATE');
+    this.commit = db.prepare('COMMIT');
+    this.rollback = db.prepare('ROLLBACK');
+    this.savepoint = db.prepare('SAVEPOINT idem_event');
+    this.release = db.prepare('RELEASE idem_event');
+    this.rollbackTo = db.prepare('ROLLBACK TO idem_event');
+    this.checkpoint = db.prepare('SELECT position, epoch FROM idem_checkpoints WHERE consumer = ?');
+    this.processed = db.prepare(
+      'SELECT key FROM idem_processed WHERE consumer = ? AND key IN (SELECT value FROM json_each(?))',
+    );
+    this.versions = db.prepare(
+      'SELECT stream, version FROM idem_entity_versions WHERE consumer = ? AND stream IN (SELECT value FROM json_each(?))',
+    );
+    this.insertLedger = db.prepare(
+      `INSERT INTO idem_processed (consumer, key, position, processed_at)
+       SELECT ?, json_extract(value, '$[0]'), json_extract(value, '$[1]'), ? FROM json_each(?)`,
+    );
+    this.upsertVersions = db.prepare(
+      `INSERT INTO idem_entity_versions (consumer, stream, version)
+       SELECT ?, json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?) WHERE true
+       ON CONFLICT (consumer, stream) DO UPDATE SET version = excluded.version`,
+    );
+    this.upsertCheckpoint = db.prepare(
+      `INSERT INTO idem_checkpoints (consumer, position, epoch, updated_at) VALUES (?, ?, ?, ?)
+       ON CONFLICT (consumer) DO UPDATE SET position = max(position, excluded.position),
+         epoch = max(epoch, excluded.epoch), updated_at = excluded.updated_at`,
+    );
+    this.addMember = db.prepare(
+      'INSERT INTO idem_counter_members (counter, member, amount) VALUES (?, ?, ?) ON CONFLICT DO NOTHING',
+    );
+    this.addToCounter = db.prepare(
+      `INSERT INTO idem_counters (counter, value) VALUES (?, ?)
+       ON CONFLICT (counter) DO UPDATE SET value = value + excluded.value`,
+    );
+    this.ledgerSize = db.prepare('SELECT count(*) AS n FROM idem_processed WHERE consumer = ?');
+    this.counter = db.prepare('SELECT value FROM idem_counters WHERE counter = ?');
+  }
+}
+
+class SqliteTargetTransaction implements TargetTransaction<Database.Database> {
+  constructor(
+    readonly tx: Database.Database,
+    private readonly s: TargetStatements,
+  ) {}
+
+  checkpoint(consumer: string): Promise<TargetCheckpoint> {
+    const row = this.s.checkpoint.get(consumer) as TargetCheckpoint | undefined;
+    return Promise.resolve(row ?? { position: 0, epoch: 0 });
+  }
+
+  processedKeys(consumer: string, keys: readonly string[]): Promise<Set<string>> {
+    const rows = this.s.processed.pluck().all(consumer, JSON.stringify(keys)) as string[];
+    return Promise.resolve(new Set(rows));
+  }
+
+  entityVersions(consumer: string, streams: readonly string[]): Promise<Map<string, number>> {
+    const rows = this.s.versions.raw().all(consumer, JSON.stringify(streams)) as [string, number][];
+    return Promise.resolve(new Map(rows));
+  }
+
+  savepoint(): Promise<void> {
+    this.s.savepoint.run();
+    return Promise.resolve();
+  }
+
+  releaseSavepoint(): Promise<void> {
+    this.s.release.run();
+    return Promise.resolve();
+  }
+
+  rollbackToSavepoint(): Promise<void> {
+    this.s.rollbackTo.run();
+    this.s.release.run();
+    return Promise.resolve();
+  }
+
+  record(consumer: string, r: BatchRecord): Promise<void> {
+    const now = new Date().toISOString();
+    if (r.entries.length > 0) {
+      this.s.insertLedger.run(consumer, now, JSON.stringify(r.entries.map((e) => [e.key, e.position])));
+    }
+    if (r.versions.size > 0) this.s.upsertVersions.run(consumer, JSON.stringify([...r.versions]));
+    this.s.upsertCheckpoint.run(consumer, r.position, r.epoch, now);
+    return Promise.resolve();
+  }
+
+  addOnce(counter: string, member: string, amount: number): Promise<boolean> {
+    if (this.s.addMember.run(counter, member, amount).changes === 0) return Promise.resolve(false);
+    this.s.addToCounter.run(counter, amount);
+    return Promise.resolve(true);
+  }
+}
+
+/**
+ * The SQLite target: the handler's writes, the ledger, entity versions and the checkpoint commit in one
+ * `BEGIN IMMEDIATE` transaction on one connection. Transactions of consumers sharing the target run one
+ * at a time. Give it its own file (or its own connection to a file): not the store's `db` handle.
+ */
+export class SqliteTarget implements ConsumerTarget<Database.Database> {
+  readonly kind = 'sqlite';
+  readonly db: Database.Database;
+  private readonly owned: boolean;
+  private statements: TargetStatements | null = null;
+  private migrated = false;
+  private queue: Promise<unknown> = Promise.resolve();
+  private closed = false;
+
+  constructor(pathOrDatabase: string | Database.Database, options: SqliteTargetOptions = {}) {
+    if (typeof pathOrDatabase === 'string') {
+      if (pathOrDatabase.length === 0) throw new InvalidInputError('path', 'must be a non-empty file path');
+      const durability = options.durability ?? 'full';
+      if (durability !== 'full' && durability !== 'normal') throw new InvalidInputError('durability', "must be 'full' or 'normal'");
+      if (pathOrDatabase !== ':memory:') mkdirSync(dirname(pathOrDatabase), { recursive: true });
+      this.db = new Database(pathOrDatabase, { timeout: options.busyTimeoutMs ?? 10_000 });
+      this.db.pragma('journal_mode = WAL');
+      this.db.pragma(`synchronous = ${durability === 'full' ? 'FULL' : 'NORMAL'}`);
+      this.owned = true;
+    } else if (pathOrDatabase && typeof pathOrDatabase.prepare === 'function') {
+      this.db = pathOrDatabase;
+      this.owned = false;
+    } else {
+      throw new InvalidInputError('pathOrDatabase', 'must be a file path or a better-sqlite3 Database');
+    }
+  }
+
+  /** Runs `fn` after every earlier call has finished: one transaction at a time on the connection. */
+  private serial<T>(fn: () => Promise<T>): Promise<T> {
+    const run = this.queue.then(fn, fn);
+    this.queue = run.catch(() => undefined);
+    return run;
+  }
+
+  private ready(): TargetStatements {
+    if (this.closed) throw new ClosedError('SQLite target');
+    if (!this.migrated) {
+      runMigrations(this.db, TARGET_MIGRATIONS, TARGET_SCHEMA_TABLE);
+      this.migrated = true;
+    }
+    this.statements ??= new TargetStatements(this.db);
+    return this.statements;
+  }
+
+  migrate(): Promise<void> {
+    return this.serial(() => {
+      this.ready();
+      return Promise.resolve();
+    });
+  }
+
+  transaction<T>(fn: (t: TargetTransaction<Database.Database>) => Promise<T>): Promise<T> {
+    return this.serial(async () => {
+      const s = this.ready();
+      if (this.db.inTransaction) {
+        throw new InvalidInputError('target', 'the connection is already inside a transaction (give the target its own connection)');
+      }
+      s.begin.run();
+      let result: T;
+      try {
+        result = await fn(new SqliteTargetTransaction(this.db, s));
+      } catch (err) {
+        if (this.db.inTransaction) s.rollback.run();
+        throw err;
+      }
+      s.commit.run();
+      return result;
+    });
+  }
+
+  readCheckpoint(consumer: string): Promise<TargetCheckpoint> {
+    return this.serial(() => {
+      const row = this.ready().checkpoint.get(consumer) as TargetCheckpoint | undefined;
+      return Promise.resolve(row ?? { position: 0, epoch: 0 });
+    });
+  }
+
+  ledgerSize(consumer: string): Promise<number> {
+    return this.serial(() => Promise.resolve((this.ready().ledgerSize.get(consumer) as { n: number }).n));
+  }
+
+  counterValue(counter: string): Promise<number> {
+    return this.serial(() => {
+      const row = this.ready().counter.get(counter) as { value: number } | undefined;
+      return Promise.resolve(row?.value ?? 0);
+    });
+  }
+
+  close(): Promise<void> {
+    return this.serial(() => {
+      if (!this.closed) {
+        this.closed = true;
+        if (this.owned) this.db.close();
+      }
+      return Promise.resolve();
+    });
+  }
+}
+
+/**
+ * A consumer target in SQLite: a file path (opened in WAL mode, with its own connection) or a
+ * better-sqlite3 `Database` you opened. In handlers, `ctx.tx` is that `Database` inside the batch's transaction.
+ */
+export function sqliteTarget(pathOrDatabase: string | Database.Database, options?: SqliteTargetOptions): SqliteTarget {
+  return new SqliteTarget(pathOrDatabase, options);
+}
