@@ -57,8 +57,10 @@ export async function createServer(options: ServerOptions): Promise<IdemServer> 
     bodyLimit: limits.maxBodyBytes,
     // Stream names may be 200 characters, up to 12 bytes each once percent-encoded.
     routerOptions: { maxParamLength: 4096 },
-    onProtoPoisoning: 'error',
-    onConstructorPoisoning: 'error',
+    // Event data is opaque JSON: a "__proto__" or "constructor" key is kept as a plain key (JSON.parse
+    // makes it an own property) and round-trips like in the embedded store. Nothing here merges it into objects.
+    onProtoPoisoning: 'ignore',
+    onConstructorPoisoning: 'ignore',
   });
   app.decorateRequest('principal', null as never);
 

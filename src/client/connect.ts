@@ -1,0 +1,23 @@
+/** `connect(url, { token })`: an `EventStore` that talks to an idem server. */
+import { RemoteEventStore } from './remoteStore.js';
+
+export interface ConnectOptions {
+  /** A bearer token (`IDEM_TOKEN` for the CLI). */
+  token?: string;
+  /** Attempts for requests safe to repeat (reads and appends) after a network failure. @default 3 */
+  attempts?: number;
+  /** Per-request timeout in milliseconds. @default 30000 */
+  timeoutMs?: number;
+}
+
+/**
+ * Returns a remote store for the server at `url` (e.g. `http://127.0.0.1:4680`). Nothing is sent until the
+ * first call. Appends assign event ids on the client, so a retried append is never written twice.
+ */
+export function connect(url: string, options: ConnectOptions = {}): RemoteEventStore {
+  const http: { token?: string; attempts?: number; timeoutMs?: number } = {};
+  if (options.token !== undefined) http.token = options.token;
+  if (options.attempts !== undefined) http.attempts = options.attempts;
+  if (options.timeoutMs !== undefined) http.timeoutMs = options.timeoutMs;
+  return new RemoteEventStore(url, http);
+}

@@ -1,0 +1,188 @@
+/** The remote store: the `EventStore` port over the server's HTTP API and WebSocket subscriptions. */
+import { ClosedError } from '../core/errors.js';
+import type { AppendResult, NewEvent, RecordedEvent } from '../core/event.js';
+import type { AppendOptions, EventStore, ReadAllOptions, ReadStreamOptions } from '../core/eventStore.js';
+import { parseExpectedVersion } from '../core/expectedVersion.js';
+import { normalizeFilter } from '../core/filter.js';
+import type {
+  ConsumerAdmin,
+  ConsumerInfo,
+  DeadLetter,
+  DeadLetterAdmin,
+  DeadLetterSelector,
+  SubscribeOptions,
+  Subscription,
+} from '../core/subscription.js';
+import { prepareAppend, validateConsumerName, validateLimit, validatePosition, validateStreamName } from '../core/validation.js';
+import { HttpApi, type HttpApiOptions } from './httpApi.js';
+import { openRemoteSubscription, type RemoteSubscription } from './remoteSubscription.js';
+
+/** Sizes are the server's to judge; the client only checks shapes (and assigns ids, so retries stay idempotent). */
+const NO_LIMITS = { maxEventBytes: Number.POSITIVE_INFINITY, maxAppendEvents: Number.POSITIVE_INFINITY };
+/** Events fetched per read request (the server may clamp it lower, which paging absorbs). */
+const PAGE = 1000;
+
+export class RemoteEventStore implements EventStore {
+  readonly url: string;
+  private readonly http: HttpApi;
+  private readonly wsUrl: string;
+  private readonly subscriptions = new Set<RemoteSubscription>();
+  private closed = false;
+  readonly consumers: ConsumerAdmin;
+  readonly deadLetters: DeadLetterAdmin;
+
+  constructor(url: string, options: HttpApiOptions = {}) {
+    const base = new URL(url);
+    if (base.protocol !== 'http:' && base.protocol !== 'https:') {
+      throw new TypeError(`idem server URL must be http: or https: (got ${base.protocol})`);
+    }
+    this.url = base.href.replace(/\/+$/, '');
+    this.http = new HttpApi(this.url, options);
+    this.wsUrl = `${this.url.replace(/^http/, 'ws')}/v1/subscribe`;
+    this.consumers = this.consumerAdmin();
+    this.deadLetters = this.deadLetterAdmin();
+  }
+
+  async append(stream: string, events: NewEvent[], options: AppendOptions = {}): Promise<AppendResult> {
+    this.assertOpen();
+    const prepared = prepareAppend(stream, events, NO_LIMITS);
+    const expectedVersion = parseExpectedVersion(options.expectedVersion, 'expectedVersion');
+    const body = {
+      events: prepared.map((e) => ({ id: e.id, type: e.type, data: e.data, metadata: e.metadata })),
+      expectedVersion,
+    };
+    return this.http.request<AppendResult>('POST', `/v1/streams/${encodeURIComponent(stream)}/events`, { body, retry: true });
+  }
+
+  async *readStream(stream: string, options: ReadStreamOptions = {}): AsyncGenerator<RecordedEvent> {
+    this.assertOpen();
+    validateStreamName(stream);
+    let from = options.fromVersion === undefined ? 1 : validatePosition(options.fromVersion, 'fromVersion');
+    let remaining = validateLimit(options.limit) ?? Number.POSITIVE_INFINITY;
+    while (remaining > 0) {
+      this.assertOpen();
+      const page = await this.http.request<{ events: RecordedEvent[]; next: number | null }>(
+        'GET',
+        `/v1/streams/${encodeURIComponent(stream)}/events`,
+        { query: { fromVersion: from, limit: Math.min(PAGE, remaining) }, retry: true },
+      );
+      for (const e of page.events) yield e;
+      remaining -= page.events.length;
+      if (page.next === null || page.events.length === 0) return;
+      from = page.next;
+    }
+  }
+
+  async *readAll(options: ReadAllOptions = {}): AsyncGenerator<RecordedEvent> {
+    this.assertOpen();
+    let after = options.after === undefined ? 0 : validatePosition(options.after, 'after');
+    const filter = normalizeFilter(options.filter);
+    let remaining = validateLimit(options.limit) ?? Number.POSITIVE_INFINITY;
+    while (remaining > 0) {
+      this.assertOpen();
+      const page = await this.http.request<{ events: RecordedEvent[]; next: number | null }>('GET', '/v1/events', {
+        query: { after, limit: Math.min(PAGE, remaining), ...filter },
+        retry: true,
+      });
+      for (const e of page.events) yield e;
+      remaining -= page.events.length;
+      if (page.next === null || page.events.length === 0) return;
+      after = page.next;
+    }
+  }
+
+  async headPosition(): Promise<number> {
+    this.assertOpen();
+    // A read past every position returns no events but still reports the head.
+    const r = await this.http.request<{ head: number }>('GET', '/v1/events', {
+      query: { after: Number.MAX_SAFE_INTEGER, limit: 1 },
+      retry: true,
+    });
+    return r.head;
+  }
+
+  async streamVersion(stream: string): Promise<number> {
+    this.assertOpen();
+    validateStreamName(stream);
+    const r = await this.http.request<{ version: number }>('GET', `/v1/streams/${encodeURIComponent(stream)}/events`, {
+      query: { fromVersion: Number.MAX_SAFE_INTEGER, limit: 1 },
+      retry: true,
+    });
+    return r.version;
+  }
+
+  async subscribe(consumer: string, options: SubscribeOptions = {}): Promise<Subscription> {
+    this.assertOpen();
+    const sub = await openRemoteSubscription(
+      { wsUrl: this.wsUrl, headers: this.http.authHeaders, onEnd: (s) => this.subscriptions.delete(s) },
+      consumer,
+      options,
+    );
+    if (this.closed) {
+      await sub.close();
+      throw new ClosedError('remote store');
+    }
+    this.subscriptions.add(sub);
+    return sub;
+  }
+
+  /** Closes this client's subscriptions (releasing their leases); the server and its store stay up. Safe to call twice. */
+  async close(): Promise<void> {
+    this.closed = true;
+    await Promise.all([...this.subscriptions].map((s) => s.close()));
+  }
+
+  private assertOpen(): void {
+    if (this.closed) throw new ClosedError('remote store');
+  }
+
+  private consumerPath(name: string, rest = ''): string {
+    validateConsumerName(name, 'name');
+    return `/v1/consumers/${encodeURIComponent(name)}${rest}`;
+  }
+
+  private consumerAdmin(): ConsumerAdmin {
+    return {
+      list: async () => {
+        this.assertOpen();
+        return (await this.http.request<{ consumers: ConsumerInfo[] }>('GET', '/v1/consumers', { retry: true })).consumers;
+      },
+      get: async (name) => {
+        this.assertOpen();
+        return this.http.request<ConsumerInfo>('GET', this.consumerPath(name), { retry: true });
+      },
+      reset: async (name, position) => {
+        this.assertOpen();
+        validatePosition(position, 'position');
+        await this.http.request('POST', this.consumerPath(name, '/reset'), { body: { position } });
+      },
+      delete: async (name) => {
+        this.assertOpen();
+        await this.http.request('DELETE', this.consumerPath(name));
+      },
+    };
+  }
+
+  private deadLetterAdmin(): DeadLetterAdmin {
+    const act = async (action: 'retry' | 'skip', consumer: string, selector: DeadLetterSelector, by?: string) => {
+      this.assertOpen();
+      const body: Record<string, unknown> = { ...selector };
+      if (by !== undefined) body.by = by;
+      const r = await this.http.request<{ count: number }>('POST', this.consumerPath(consumer, `/dead-letters/${action}`), { body });
+      return r.count;
+    };
+    return {
+      list: async (consumer, options = {}) => {
+        this.assertOpen();
+        const query = options.all ? { all: true } : {};
+        const r = await this.http.request<{ deadLetters: DeadLetter[] }>('GET', this.consumerPath(consumer, '/dead-letters'), {
+          query,
+          retry: true,
+        });
+        return r.deadLetters;
+      },
+      retry: (consumer, selector) => act('retry', consumer, selector),
+      skip: (consumer, selector, options = {}) => act('skip', consumer, selector, options.by),
+    };
+  }
+}

@@ -1,0 +1,301 @@
+/**
+ * A durable subscription held over one WebSocket to `/v1/subscribe` (protocol in docs/protocol.md).
+ * Losing the connection ends iteration with an `unavailable` error (the server releases the lease);
+ * the caller, e.g. the consumer runtime, subscribes again and resumes from the acknowledged cursor.
+ */
+import WebSocket, { type RawData } from 'ws';
+import { ClosedError, IdemError, InvalidInputError } from '../core/errors.js';
+import { normalizeFilter } from '../core/filter.js';
+import type { FailureInfo, ParkInfo, SubscribeOptions, Subscription, SubscriptionMessage } from '../core/subscription.js';
+import { validateConsumerName, validatePosition } from '../core/validation.js';
+import type { ClientMessage, ServerMessage, SubscribeRequest } from '../server/protocol.js';
+import { errorFromWire } from './errorFromWire.js';
+
+type Pending = { resolve: () => void; reject: (err: Error) => void };
+
+const SUB = 's1';
+
+export interface RemoteSubscribeContext {
+  wsUrl: string;
+  headers: Record<string, string>;
+  /** Called when the subscription ends, so the store can forget it. */
+  onEnd: (sub: RemoteSubscription) => void;
+}
+
+/** Opens a WebSocket, subscribes, and resolves once the server reports ownership (or rejects with its error). */
+export async function openRemoteSubscription(
+  ctx: RemoteSubscribeContext,
+  consumer: string,
+  options: SubscribeOptions = {},
+): Promise<RemoteSubscription> {
+  validateConsumerName(consumer);
+  const filter = normalizeFilter(options.filter);
+  const from = options.from;
+  if (from !== undefined && from !== 'start' && from !== 'end') validatePosition(from, 'from');
+  for (const key of ['maxInFlight', 'batchSize', 'leaseTtlMs'] as const) {
+    const v = options[key];
+    if (v !== undefined && (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 1)) {
+      throw new InvalidInputError(key, 'must be an integer >= 1');
+    }
+  }
+  options.signal?.throwIfAborted();
+  const request: SubscribeRequest = { type: 'subscribe', sub: SUB, consumer, filter, req: 0 };
+  if (from !== undefined) request.from = from;
+  if (options.standby !== undefined) request.standby = options.standby;
+  if (options.maxInFlight !== undefined) request.maxInFlight = options.maxInFlight;
+  if (options.batchSize !== undefined) request.batchSize = options.batchSize;
+  if (options.leaseTtlMs !== undefined) request.leaseTtlMs = options.leaseTtlMs;
+  if (options.owner !== undefined) request.owner = options.owner;
+
+  const socket = new WebSocket(ctx.wsUrl, { headers: ctx.headers, maxPayload: 1024 * 1024 * 1024 });
+  return new Promise<RemoteSubscription>((resolve, reject) => {
+    let settled = false;
+    const fail = (err: Error): void => {
+      if (settled) return;
+      settled = true;
+      options.signal?.removeEventListener('abort', onAbort);
+      socket.removeAllListeners('message');
+      socket.on('error', () => undefined);
+      socket.terminate();
+      reject(err);
+    };
+    const onAbort = (): void => fail(options.signal?.reason instanceof Error ? options.signal.reason : new ClosedError('subscription'));
+    options.signal?.addEventListener('abort', onAbort, { once: true });
+    socket.on('unexpected-response', (_req, res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => (body += chunk));
+      res.on('end', () => {
+        let wire: unknown;
+        try {
+          wire = (JSON.parse(body) as { error?: unknown }).error;
+        } catch {
+          wire = undefined;
+        }
+        fail(errorFromWire(wire, res.statusCode));
+      });
+      res.on('error', (err) => fail(err));
+    });
+    socket.on('error', (err) => fail(new IdemError('unavailable', `WebSocket ${ctx.wsUrl}: ${err.message}`, {}, { cause: err })));
+    socket.on('close', () => fail(new IdemError('unavailable', `WebSocket ${ctx.wsUrl} closed before the subscription started`)));
+    socket.on('open', () => socket.send(JSON.stringify(request)));
+    socket.on('message', (data) => {
+      let msg: ServerMessage;
+      try {
+        msg = JSON.parse(rawText(data)) as ServerMessage;
+      } catch {
+        fail(new IdemError('internal', 'server sent a message that is not JSON'));
+        return;
+      }
+      if (msg.type === 'hello') return;
+      if (msg.type === 'error' && (msg.sub === SUB || msg.req === 0 || msg.sub === undefined)) {
+        fail(errorFromWire(msg.error));
+        return;
+      }
+      if (msg.type === 'subscribed' && msg.sub === SUB) {
+        settled = true;
+        options.signal?.removeEventListener('abort', onAbort);
+        socket.removeAllListeners();
+        resolve(new RemoteSubscription(socket, ctx, msg.consumer, msg.epoch, msg.position, options.signal));
+      }
+    });
+  });
+}
+
+export class RemoteSubscription implements Subscription {
+  private readonly queue: SubscriptionMessage[] = [];
+  private wake: (() => void) | null = null;
+  private ended = false;
+  private endError: Error | null = null;
+  /** The server's last error about this subscription (e.g. fenced), reported when it is closed. */
+  private serverError: Error | null = null;
+  private readonly pending = new Map<number, Pending>();
+  private nextReq = 1;
+  private closing: Promise<void> | null = null;
+  private lastSeen = Date.now();
+  private readonly watchdog: NodeJS.Timeout;
+  private readonly socketClosed: Promise<void>;
+
+  constructor(
+    private readonly socket: WebSocket,
+    private readonly ctx: RemoteSubscribeContext,
+    readonly consumer: string,
+    readonly epoch: number,
+    readonly startPosition: number,
+    signal: AbortSignal | undefined,
+  ) {
+    this.socketClosed = new Promise((resolve) => socket.once('close', () => resolve()));
+    socket.on('message', (data) => this.onMessage(rawText(data)));
+    socket.on('ping', () => (this.lastSeen = Date.now()));
+    socket.on('error', () => socket.terminate());
+    socket.on('close', () => this.onSocketClose());
+    // The server sends a heartbeat every few seconds; a much longer silence means a dead connection.
+    this.watchdog = setInterval(() => {
+      if (Date.now() - this.lastSeen > 20_000) socket.terminate();
+    }, 2_000);
+    this.watchdog.unref();
+    signal?.addEventListener('abort', () => void this.close(), { once: true });
+  }
+
+  async ack(position: number): Promise<void> {
+    validatePosition(position, 'position');
+    return this.request({ type: 'ack', sub: SUB, position });
+  }
+
+  async park(position: number, info: ParkInfo): Promise<void> {
+    validatePosition(position, 'position');
+    if (!info || typeof info.reason !== 'string' || info.reason.length === 0) {
+      throw new InvalidInputError('reason', 'must be a non-empty string');
+    }
+    const msg: ClientMessage = { type: 'park', sub: SUB, position, reason: info.reason };
+    if (info.error) msg.error = plainError(info.error);
+    if (info.attempts !== undefined) msg.attempts = info.attempts;
+    return this.request(msg);
+  }
+
+  fail(info: FailureInfo): Promise<void> {
+    const msg: ClientMessage = { type: 'fail', sub: SUB, error: plainError(info.error) };
+    if (info.event) {
+      const { id, stream, version, position, type } = info.event;
+      msg.event = { id, stream, version, position, type };
+    }
+    return this.request(msg);
+  }
+
+  close(): Promise<void> {
+    this.closing ??= (async () => {
+      if (this.socket.readyState === WebSocket.OPEN) {
+        const unsubscribed = this.request({ type: 'unsubscribe', sub: SUB }).catch(() => undefined);
+        await Promise.race([unsubscribed, this.socketClosed, timeout(5_000)]);
+        this.socket.close(1000);
+      }
+      await Promise.race([this.socketClosed, timeout(5_000)]);
+      if (this.socket.readyState !== WebSocket.CLOSED) this.socket.terminate();
+      this.finish(null);
+    })();
+    return this.closing;
+  }
+
+  [Symbol.asyncIterator](): AsyncIterator<SubscriptionMessage> {
+    return {
+      next: async (): Promise<IteratorResult<SubscriptionMessage>> => {
+        for (;;) {
+          const m = this.queue.shift();
+          if (m) return { value: m, done: false };
+          if (this.ended) {
+            if (this.endError) throw this.endError;
+            return { value: undefined, done: true };
+          }
+          await new Promise<void>((resolve) => (this.wake = resolve));
+        }
+      },
+      return: async (): Promise<IteratorResult<SubscriptionMessage>> => {
+        await this.close();
+        return { value: undefined, done: true };
+      },
+    };
+  }
+
+  private request(msg: ClientMessage): Promise<void> {
+    if (this.closing && msg.type !== 'unsubscribe') return Promise.reject(new ClosedError('subscription'));
+    if (this.ended || this.socket.readyState !== WebSocket.OPEN) {
+      return Promise.reject(this.endError ?? new ClosedError('subscription'));
+    }
+    const req = this.nextReq++;
+    return new Promise<void>((resolve, reject) => {
+      this.pending.set(req, { resolve, reject });
+      this.socket.send(JSON.stringify({ ...msg, req }));
+    });
+  }
+
+  private onMessage(text: string): void {
+    this.lastSeen = Date.now();
+    let msg: ServerMessage;
+    try {
+      msg = JSON.parse(text) as ServerMessage;
+    } catch {
+      return;
+    }
+    switch (msg.type) {
+      case 'events':
+        this.push({ kind: 'events', events: msg.events, redelivery: msg.redelivery });
+        return;
+      case 'caught_up':
+        this.push({ kind: 'caught_up', position: msg.position });
+        return;
+      case 'ok':
+        if (typeof msg.req === 'number') this.settle(msg.req, null);
+        return;
+      case 'error': {
+        const err = errorFromWire(msg.error);
+        if (typeof msg.req === 'number' && this.pending.has(msg.req)) this.settle(msg.req, err);
+        else this.serverError = err;
+        return;
+      }
+      case 'closed': {
+        // `fenced` or another error ends iteration with that error; an ordinary close just ends it.
+        let err: Error | null;
+        if (this.serverError) err = this.serverError;
+        else if (msg.reason === 'shutdown') err = this.closing ? null : new IdemError('unavailable', 'the server is shutting down');
+        else if (msg.reason === 'unsubscribed' || msg.reason === 'closed' || msg.reason === 'failed') err = null;
+        else err = new IdemError('unavailable', `subscription closed by the server: ${msg.reason}`);
+        this.finish(err);
+        this.socket.close(1000);
+        return;
+      }
+      default:
+        return;
+    }
+  }
+
+  private onSocketClose(): void {
+    clearInterval(this.watchdog);
+    const lost = this.closing ? null : new IdemError('unavailable', `connection to ${this.ctx.wsUrl} lost`);
+    for (const [req, p] of this.pending) {
+      this.pending.delete(req);
+      p.reject(this.endError ?? lost ?? new ClosedError('subscription'));
+    }
+    this.finish(lost);
+  }
+
+  private settle(req: number, err: Error | null): void {
+    const p = this.pending.get(req);
+    if (!p) return;
+    this.pending.delete(req);
+    if (err) p.reject(err);
+    else p.resolve();
+  }
+
+  private push(m: SubscriptionMessage): void {
+    if (this.ended) return;
+    this.queue.push(m);
+    this.wake?.();
+    this.wake = null;
+  }
+
+  private finish(err: Error | null): void {
+    if (this.ended) return;
+    this.ended = true;
+    this.endError = err;
+    this.ctx.onEnd(this);
+    this.wake?.();
+    this.wake = null;
+  }
+}
+
+function plainError(e: { name?: string; message: string; stack?: string }): { name?: string; message: string; stack?: string } {
+  const out: { name?: string; message: string; stack?: string } = { message: String(e.message) };
+  if (e.name !== undefined) out.name = String(e.name);
+  if (e.stack !== undefined) out.stack = String(e.stack);
+  return out;
+}
+
+function timeout(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms).unref());
+}
+
+function rawText(data: RawData): string {
+  if (Array.isArray(data)) return Buffer.concat(data).toString('utf8');
+  if (data instanceof ArrayBuffer) return Buffer.from(data).toString('utf8');
+  return data.toString('utf8');
+}

@@ -1,0 +1,20 @@
+// The EventStore behaviour suite, run against the remote client over a real socket to a server on SQLite.
+import { connect } from '../../src/client/connect.js';
+import { describeEventStore } from '../store/eventStore.suite.js';
+import { startTestServer } from '../server/serverFixture.js';
+
+describeEventStore(
+  'remote client (HTTP to a server on SQLite)',
+  async ({ limits } = {}) => {
+    const fixture = await startTestServer(limits ? { storeLimits: limits } : {});
+    const store = connect(fixture.url);
+    return {
+      store,
+      cleanup: async () => {
+        await store.close();
+        await fixture.cleanup();
+      },
+    };
+  },
+  { largeReadEvents: 5000 },
+);

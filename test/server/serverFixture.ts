@@ -1,0 +1,57 @@
+/** A real server on an ephemeral loopback port over a fresh SQLite store, for one test. */
+import type { StoreLimits } from '../../src/core/limits.js';
+import type { ServerLimits } from '../../src/server/context.js';
+import { startServer, type RunningServer } from '../../src/server/startServer.js';
+import type { TokenConfig } from '../../src/server/tokens.js';
+import { openSqliteStore, type SqliteEventStore } from '../../src/sqlite/sqliteStore.js';
+import { tempDir } from '../support/tempDir.js';
+
+export interface ServerFixture {
+  server: RunningServer;
+  store: SqliteEventStore;
+  url: string;
+  cleanup(): Promise<void>;
+}
+
+export interface ServerFixtureOptions {
+  storeLimits?: Partial<StoreLimits>;
+  limits?: Partial<ServerLimits>;
+  tokens?: TokenConfig[];
+  heartbeatMs?: number;
+  silenceMs?: number;
+}
+
+export async function startTestServer(options: ServerFixtureOptions = {}): Promise<ServerFixture> {
+  const dir = tempDir();
+  let store: SqliteEventStore | undefined;
+  try {
+    store = await openSqliteStore({ path: dir.file('events.db'), durability: 'normal', ...(options.storeLimits ? { limits: options.storeLimits } : {}) });
+    const server = await startServer({
+      store,
+      port: 0,
+      closeStore: true,
+      ...(options.limits ? { limits: options.limits } : {}),
+      ...(options.tokens ? { tokens: options.tokens } : {}),
+      ...(options.heartbeatMs ? { heartbeatMs: options.heartbeatMs } : {}),
+      ...(options.silenceMs ? { silenceMs: options.silenceMs } : {}),
+    });
+    const s = store;
+    return {
+      server,
+      store: s,
+      url: server.url,
+      cleanup: async () => {
+        try {
+          await server.close();
+        } finally {
+          await s.close();
+          await dir.cleanup();
+        }
+      },
+    };
+  } catch (err) {
+    await store?.close();
+    await dir.cleanup();
+    throw err;
+  }
+}
