@@ -1,0 +1,67 @@
+import type { RecordedEvent } from '../core/event.js';
+import type { EventFilter } from '../core/filter.js';
+import type { ExistingEvent } from '../core/idempotency.js';
+import type { JsonObject, JsonValue } from '../core/json.js';
+import { contentKey } from '../core/validation.js';
+
+/** A row of `<schema>.events` as `pg` returns it (bigint as text, json parsed, timestamptz as Date). */
+export interface PgEventRow {
+  position: string;
+  id: string;
+  stream: string;
+  version: number;
+  type: string;
+  data: JsonValue;
+  metadata: JsonObject;
+  recorded_at: Date;
+}
+
+export const EVENT_COLUMNS = 'position, id, stream, version, type, data, metadata, recorded_at';
+
+export function toRecordedEvent(row: PgEventRow): RecordedEvent {
+  return {
+    id: row.id,
+    stream: row.stream,
+    type: row.type,
+    version: row.version,
+    position: Number(row.position),
+    data: row.data,
+    metadata: row.metadata,
+    recordedAt: row.recorded_at.toISOString(),
+  };
+}
+
+export function toExistingEvent(row: PgEventRow): ExistingEvent {
+  return {
+    id: row.id,
+    stream: row.stream,
+    version: row.version,
+    position: Number(row.position),
+    contentKey: contentKey(row.type, row.data, row.metadata),
+  };
+}
+
+/**
+ * SQL for a normalised filter, as a condition over the `events` columns plus its parameters,
+ * numbered from `$firstParam`. A category is the part of a stream name before its first `-`, so a
+ * category containing `-` matches nothing; a stream prefix matches by `starts_with` (no LIKE
+ * wildcards to escape).
+ */
+export function filterSql(filter: EventFilter, firstParam: number): { where: string; params: string[][] } {
+  const parts: string[] = [];
+  const params: string[][] = [];
+  const next = (value: string[]): string => {
+    params.push(value);
+    return `$${firstParam + params.length - 1}::text[]`;
+  };
+  if (filter.types && filter.types.length > 0) parts.push(`type = ANY(${next(filter.types)})`);
+  const streamParts: string[] = [];
+  const categories = filter.categories ?? [];
+  const prefixes = filter.streamPrefixes ?? [];
+  if (categories.length > 0) streamParts.push(`split_part(stream, '-', 1) = ANY(${next(categories)})`);
+  if (prefixes.length > 0) {
+    streamParts.push(`EXISTS (SELECT 1 FROM unnest(${next(prefixes)}) AS p(prefix) WHERE starts_with(stream, p.prefix))`);
+  }
+  if (streamParts.length > 0) parts.push(`(${streamParts.join(' OR ')})`);
+  return { where: parts.length > 0 ? parts.join(' AND ') : 'true', params };
+}

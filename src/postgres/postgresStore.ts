@@ -1,0 +1,229 @@
+import type { Client, Pool } from 'pg';
+import type { AppendOptions, EventStore, ReadAllOptions, ReadStreamOptions } from '../core/eventStore.js';
+import type { AppendResult, NewEvent, RecordedEvent } from '../core/event.js';
+import { ClosedError, InvalidInputError } from '../core/errors.js';
+import { normalizeFilter } from '../core/filter.js';
+import { DEFAULT_LIMITS, type StoreLimits } from '../core/limits.js';
+import type { ConsumerAdmin, DeadLetterAdmin, SubscribeOptions, Subscription } from '../core/subscription.js';
+import { validateLimit, validatePosition, validateStreamName } from '../core/validation.js';
+import { AppendBatcher } from './appendBatcher.js';
+import { appendEvents } from './appendEvents.js';
+import { AppendNotifier } from './appendNotifier.js';
+import { withReconnect, type RetryOptions } from './connectionFaults.js';
+import { EVENT_COLUMNS, filterSql, toRecordedEvent, type PgEventRow } from './eventRows.js';
+import { loadPg } from './loadPg.js';
+import { EVENT_STORE_MIGRATIONS, runPgMigrations, type PgMigration } from './migrations.js';
+import { SUBSCRIPTION_MIGRATIONS } from './subscriptionSchema.js';
+import { PgSubscriptionState } from './subscriptionState.js';
+import { SubscriptionService } from '../subscriptions/subscriptionService.js';
+import { appendChannel, DEFAULT_SCHEMA, quoteSchema, validateSchemaName } from './schemaName.js';
+
+export interface PostgresStoreOptions {
+  /** A PostgreSQL URL; the store makes (and on close ends) its own pool. Give this or `pool`. */
+  connectionString?: string;
+  /** An existing `pg` pool; the store uses it and leaves it open on close. Give this or `connectionString`. */
+  pool?: Pool;
+  /** The schema holding the store's tables; created (with its migrations) on open. @default 'idem' */
+  schema?: string;
+  /** Input limits; unset fields keep their defaults. */
+  limits?: Partial<StoreLimits>;
+  /** Connections in the pool the store makes from `connectionString`. @default 10 */
+  poolSize?: number;
+  /** Rows fetched per query by `readAll` and `readStream`. @default 500 */
+  pageSize?: number;
+  /** How statements are retried after a connection fault (terminated backend, dropped socket). */
+  retry?: RetryOptions;
+  /** How often the head is polled while the LISTEN connection is down. @default 250 */
+  pollIntervalMs?: number;
+}
+
+/**
+ * The PostgreSQL event store. Positions come from a single-row allocator locked until commit, so
+ * they are gap-free and in commit order: a reader after position p can never miss a later commit
+ * with a lower position. Appends are one statement (one round trip, one multi-row insert).
+ */
+export class PostgresEventStore implements EventStore {
+  readonly limits: StoreLimits;
+  /** The unquoted schema name. */
+  readonly schema: string;
+  private readonly s: string;
+  private readonly notifier: AppendNotifier;
+  private readonly retry: RetryOptions;
+  private readonly pageSize: number;
+  private readonly batcher: AppendBatcher;
+  private closed = false;
+
+  private readonly subscriptions: SubscriptionService;
+  readonly consumers: ConsumerAdmin;
+  readonly deadLetters: DeadLetterAdmin;
+
+  /** Use `openPostgresStore`, which also loads `pg` and migrates the schema. */
+  constructor(
+    /** The pool every statement runs on. */
+    readonly pool: Pool,
+    private readonly ownsPool: boolean,
+    makeClient: () => Client,
+    options: { schema: string; limits: StoreLimits; retry: RetryOptions; pageSize: number; pollIntervalMs?: number },
+  ) {
+    this.schema = options.schema;
+    this.s = quoteSchema(options.schema);
+    this.limits = options.limits;
+    this.retry = options.retry;
+    this.pageSize = options.pageSize;
+    this.batcher = new AppendBatcher({ pool, s: this.s });
+    this.notifier = new AppendNotifier({
+      makeClient,
+      channel: appendChannel(options.schema),
+      readHead: () => this.headPosition(),
+      ...(options.pollIntervalMs === undefined ? {} : { pollIntervalMs: options.pollIntervalMs }),
+    });
+    this.subscriptions = new SubscriptionService(this, new PgSubscriptionState(pool, this.s, this.retry));
+    this.consumers = this.subscriptions.consumers;
+    this.deadLetters = this.subscriptions.deadLetters;
+  }
+
+  async append(stream: string, events: NewEvent[], options: AppendOptions = {}): Promise<AppendResult> {
+    this.assertOpen();
+    const result = await appendEvents(
+      { pool: this.pool, s: this.s, limits: this.limits, retry: this.retry, batcher: this.batcher },
+      stream,
+      events,
+      options,
+    );
+    if (!result.duplicate) this.notifier.observe(result.lastPosition);
+    return result;
+  }
+
+  async *readStream(stream: string, options: ReadStreamOptions = {}): AsyncGenerator<RecordedEvent> {
+    validateStreamName(stream);
+    let from = options.fromVersion === undefined ? 1 : validatePosition(options.fromVersion, 'fromVersion');
+    let remaining = validateLimit(options.limit) ?? Infinity;
+    while (remaining > 0) {
+      this.assertOpen();
+      const size = Math.min(this.pageSize, remaining);
+      const rows = await this.query<PgEventRow>(
+        `SELECT ${EVENT_COLUMNS} FROM ${this.s}.events WHERE stream = $1 AND version >= $2 ORDER BY version LIMIT $3`,
+        [stream, from, size],
+      );
+      for (const row of rows) yield toRecordedEvent(row);
+      if (rows.length < size) return;
+      remaining -= rows.length;
+      from = rows[rows.length - 1]!.version + 1;
+    }
+  }
+
+  async *readAll(options: ReadAllOptions = {}): AsyncGenerator<RecordedEvent> {
+    let after = options.after === undefined ? 0 : validatePosition(options.after, 'after');
+    const filter = filterSql(normalizeFilter(options.filter), 3);
+    let remaining = validateLimit(options.limit) ?? Infinity;
+    while (remaining > 0) {
+      this.assertOpen();
+      const size = Math.min(this.pageSize, remaining);
+      const rows = await this.query<PgEventRow>(
+        `SELECT ${EVENT_COLUMNS} FROM ${this.s}.events
+          WHERE position > $1 AND ${filter.where} ORDER BY position LIMIT $2`,
+        [after, size, ...filter.params],
+      );
+      for (const row of rows) yield toRecordedEvent(row);
+      if (rows.length < size) return;
+      remaining -= rows.length;
+      after = Number(rows[rows.length - 1]!.position);
+    }
+  }
+
+  async headPosition(): Promise<number> {
+    this.assertOpen();
+    const rows = await this.query<{ position: string }>(`SELECT position FROM ${this.s}.head`);
+    return Number(rows[0]?.position ?? 0);
+  }
+
+  async streamVersion(stream: string): Promise<number> {
+    validateStreamName(stream);
+    this.assertOpen();
+    const rows = await this.query<{ v: number }>(
+      `SELECT coalesce(max(version), 0)::int AS v FROM ${this.s}.events WHERE stream = $1`,
+      [stream],
+    );
+    return rows[0]?.v ?? 0;
+  }
+
+  /** Opens a durable subscription; its cursor, lease and dead letters live in the database. */
+  subscribe(consumer: string, options?: SubscribeOptions): Promise<Subscription> {
+    this.assertOpen();
+    return this.subscriptions.subscribe(consumer, options);
+  }
+
+  /**
+   * Calls `listener(head)` when the head moves: on this process's commits and, through LISTEN/NOTIFY,
+   * on every other process's commits (polling while the LISTEN connection is down). Returns an unsubscribe.
+   */
+  onAppend(listener: (head: number) => void): () => void {
+    return this.notifier.add(listener);
+  }
+
+  /** True while the dedicated LISTEN connection is up (after the first `onAppend` listener). */
+  get listening(): boolean {
+    return this.notifier.isListening;
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await this.subscriptions.close();
+    await this.notifier.close();
+    if (this.ownsPool) await this.pool.end();
+  }
+
+  /** Runs one statement on the pool, retried on a fresh connection after a connection fault. */
+  async query<R extends object>(sql: string, params: unknown[] = []): Promise<R[]> {
+    const r = await withReconnect(() => this.pool.query<R>(sql, params), this.retry);
+    return r.rows;
+  }
+
+  private assertOpen(): void {
+    if (this.closed) throw new ClosedError('postgres store');
+  }
+}
+
+/** Every schema step of the store: events (1), consumer state (2). */
+export const STORE_MIGRATIONS: readonly PgMigration[] = [...EVENT_STORE_MIGRATIONS, ...SUBSCRIPTION_MIGRATIONS];
+
+/**
+ * Opens the PostgreSQL event store: loads `pg`, connects, and brings the schema up to date (safe when
+ * several processes open the same schema at once).
+ */
+export async function openPostgresStore(options: PostgresStoreOptions): Promise<PostgresEventStore> {
+  if (options === null || typeof options !== 'object') throw new InvalidInputError('options', 'must be an object');
+  const { connectionString, pool: givenPool } = options;
+  if ((connectionString === undefined) === (givenPool === undefined)) {
+    throw new InvalidInputError('connectionString', 'give exactly one of connectionString or pool');
+  }
+  if (connectionString !== undefined && (typeof connectionString !== 'string' || connectionString.length === 0)) {
+    throw new InvalidInputError('connectionString', 'must be a non-empty string');
+  }
+  const schema = validateSchemaName(options.schema ?? DEFAULT_SCHEMA);
+  const poolSize = options.poolSize ?? 10;
+  if (!Number.isSafeInteger(poolSize) || poolSize < 1) throw new InvalidInputError('poolSize', 'must be an integer >= 1');
+  const pageSize = options.pageSize ?? 500;
+  if (!Number.isSafeInteger(pageSize) || pageSize < 1) throw new InvalidInputError('pageSize', 'must be an integer >= 1');
+  const pg = await loadPg();
+  const pool = givenPool ?? new pg.Pool({ connectionString, max: poolSize });
+  // An idle pooled connection that dies (server restart, pg_terminate_backend) is reported here;
+  // the pool already drops it, and without a listener the event would crash the process.
+  pool.on('error', () => undefined);
+  const clientConfig = givenPool ? givenPool.options : { connectionString };
+  const store = new PostgresEventStore(pool, givenPool === undefined, () => new pg.Client(clientConfig), {
+    schema,
+    limits: { ...DEFAULT_LIMITS, ...options.limits },
+    retry: options.retry ?? {},
+    pageSize,
+    ...(options.pollIntervalMs === undefined ? {} : { pollIntervalMs: options.pollIntervalMs }),
+  });
+  try {
+    await withReconnect(() => runPgMigrations({ pool, schema }, STORE_MIGRATIONS), options.retry);
+  } catch (err) {
+    await store.close();
+    throw err;
+  }
+  return store;
+}

@@ -1,0 +1,25 @@
+import { InvalidInputError } from '../core/errors.js';
+
+/** The PostgreSQL schema the store uses when none is given. */
+export const DEFAULT_SCHEMA = 'idem';
+
+/**
+ * Checks a schema name: a plain identifier (letters, digits, `_`, not starting with a digit, at most
+ * 63 bytes), so it can be quoted safely into DDL and needs no escaping anywhere.
+ */
+export function validateSchemaName(schema: unknown, field = 'schema'): string {
+  if (typeof schema !== 'string' || !/^[A-Za-z_][A-Za-z0-9_]{0,62}$/.test(schema)) {
+    throw new InvalidInputError(field, 'must be an identifier of 1-63 letters, digits or _, not starting with a digit');
+  }
+  return schema;
+}
+
+/** The quoted schema, ready to prefix table names: `"idem"`. */
+export function quoteSchema(schema: string): string {
+  return `"${schema}"`;
+}
+
+/** The LISTEN/NOTIFY channel that carries the schema's new head positions. */
+export function appendChannel(schema: string): string {
+  return `idem_append_${schema}`.slice(0, 63);
+}

@@ -1,0 +1,380 @@
+import { randomUUID } from 'node:crypto';
+import type { Pool, PoolClient } from 'pg';
+import type { RecordedEvent } from '../core/event.js';
+import { filterKey, type EventFilter } from '../core/filter.js';
+import type { DeadLetterSelector, DeadLetterStatus, FailureInfo } from '../core/subscription.js';
+import type {
+  AckResult,
+  AcquireResult,
+  AdminResult,
+  ConsumerState,
+  DeadLetterRecord,
+  Fenced,
+  ParkRequest,
+  ParkResult,
+  RegisterResult,
+  RenewResult,
+  StoredConsumerStatus,
+  SubscriptionStateBackend,
+  WriteResult,
+} from '../subscriptions/stateBackend.js';
+import { withReconnect, type RetryOptions } from './connectionFaults.js';
+
+interface ConsumerRow {
+  name: string;
+  filter: EventFilter;
+  filter_key: string;
+  position: string;
+  owner: string | null;
+  epoch: string;
+  lease_expires_at: Date | null;
+  lease_token: string | null;
+  status: StoredConsumerStatus;
+  last_error: ConsumerState['lastError'];
+  failed_event: ConsumerState['failedEvent'];
+  created_at: Date;
+  updated_at: Date;
+  parked: string;
+}
+
+interface LetterRow {
+  consumer: string;
+  event_id: string;
+  event: RecordedEvent;
+  reason: string;
+  error: DeadLetterRecord['error'];
+  attempts: number;
+  status: DeadLetterStatus;
+  behind: string | null;
+  parked_at: Date;
+  skipped_by: string | null;
+  skipped_at: Date | null;
+}
+
+const ACTIVE = `status IN ('parked', 'retrying')`;
+const LIVE = `(owner IS NOT NULL AND coalesce(lease_expires_at > now(), false))`;
+const TTL = (param: string): string => `now() + ${param}::bigint * interval '1 millisecond'`;
+
+/**
+ * Consumer state in PostgreSQL (tables from `subscriptionSchema.ts`), shared by every process using
+ * the schema. Each method is one statement, or one short transaction that locks the consumer's row
+ * first, so lease takeover is a compare-and-set: of two processes acquiring at once, exactly one
+ * gets the next epoch, and every epoch-carrying write checks the epoch in the same statement.
+ * Statements are retried on a new connection after a connection fault; each is safe to repeat.
+ */
+export class PgSubscriptionState implements SubscriptionStateBackend {
+  private readonly c: string;
+  private readonly d: string;
+
+  constructor(
+    private readonly pool: Pool,
+    /** The quoted schema. */
+    s: string,
+    private readonly retryOptions: RetryOptions = {},
+  ) {
+    this.c = `${s}.consumers`;
+    this.d = `${s}.dead_letters`;
+  }
+
+  async register(name: string, filter: EventFilter, startPosition: number): Promise<RegisterResult> {
+    const key = filterKey(filter);
+    const inserted = await this.query(
+      `INSERT INTO ${this.c} (name, filter, filter_key, position, epoch, status) VALUES ($1, $2, $3, $4, 0, 'stopped')
+       ON CONFLICT (name) DO NOTHING RETURNING name`,
+      [name, JSON.stringify(filter), key, startPosition],
+    );
+    const row = await this.row(name);
+    if (!row) return this.register(name, filter, startPosition); // deleted meanwhile
+    if (row.filter_key !== key) return { ok: false, reason: 'identity_conflict', existingFilter: row.filter };
+    return { ok: true, created: inserted.length > 0, state: toState(row) };
+  }
+
+  async acquire(name: string, owner: string, ttlMs: number): Promise<AcquireResult> {
+    const token = randomUUID();
+    return withReconnect(async (): Promise<AcquireResult> => {
+      const r = await this.pool.query<{ epoch: string; position: string; lease_expires_at: Date }>(
+        `UPDATE ${this.c} SET epoch = epoch + 1, owner = $2, lease_expires_at = ${TTL('$3')}, lease_token = $4,
+           status = 'running', last_error = NULL, failed_event = NULL, updated_at = now()
+         WHERE name = $1 AND NOT ${LIVE}
+         RETURNING epoch, position, lease_expires_at`,
+        [name, owner, ttlMs, token],
+      );
+      const won = r.rows[0] ?? (await this.ownLease(name, token));
+      if (won) {
+        return { ok: true, epoch: Number(won.epoch), position: Number(won.position), leaseExpiresAt: won.lease_expires_at.toISOString() };
+      }
+      const row = await this.row(name);
+      if (!row) return { ok: false, reason: 'not_found' };
+      return { ok: false, reason: 'busy', owner: row.owner, leaseExpiresAt: iso(row.lease_expires_at) };
+    }, this.retryOptions);
+  }
+
+  async renew(name: string, epoch: number, ttlMs: number): Promise<RenewResult> {
+    const rows = await this.query<{ lease_expires_at: Date }>(
+      `UPDATE ${this.c} SET lease_expires_at = ${TTL('$3')} WHERE name = $1 AND epoch = $2 RETURNING lease_expires_at`,
+      [name, epoch, ttlMs],
+    );
+    return rows[0] ? { ok: true, leaseExpiresAt: rows[0].lease_expires_at.toISOString() } : this.fenced(name);
+  }
+
+  async release(name: string, epoch: number, failure?: FailureInfo): Promise<WriteResult> {
+    const rows = await this.query(
+      `UPDATE ${this.c} SET owner = NULL, lease_expires_at = NULL, lease_token = NULL, status = $3,
+         last_error = $4, failed_event = $5, updated_at = now()
+       WHERE name = $1 AND epoch = $2 RETURNING name`,
+      [
+        name,
+        epoch,
+        failure ? 'failed' : 'stopped',
+        failure ? JSON.stringify(failure.error) : null,
+        failure?.event ? JSON.stringify(failure.event) : null,
+      ],
+    );
+    return rows.length > 0 ? { ok: true } : this.fenced(name);
+  }
+
+  async ack(name: string, epoch: number, position: number, resolveIds: readonly string[]): Promise<AckResult> {
+    const rows = await this.query<{ position: string | null; resolved: string }>(
+      `WITH c AS (
+         UPDATE ${this.c} SET position = greatest(position, $3),
+           updated_at = CASE WHEN $3 > position THEN now() ELSE updated_at END
+         WHERE name = $1 AND epoch = $2 RETURNING position),
+       r AS (
+         UPDATE ${this.d} SET status = 'resolved'
+         WHERE consumer = $1 AND event_id = ANY($4::text[]) AND status = 'retrying' AND EXISTS (SELECT 1 FROM c)
+         RETURNING 1)
+       SELECT (SELECT position FROM c) AS position, (SELECT count(*) FROM r) AS resolved`,
+      [name, epoch, position, [...resolveIds]],
+    );
+    const row = rows[0];
+    if (!row || row.position === null) return this.fenced(name);
+    return { ok: true, position: Number(row.position), resolved: Number(row.resolved) };
+  }
+
+  park(name: string, epoch: number, request: ParkRequest): Promise<ParkResult> {
+    return this.tx(async (q): Promise<ParkResult> => {
+      const owner = await q<{ epoch: string }>(`SELECT epoch FROM ${this.c} WHERE name = $1 FOR UPDATE`, [name]);
+      if (!owner[0] || Number(owner[0].epoch) !== epoch) return this.fenced(name);
+      const { event } = request;
+      const existing = (await q<LetterRow>(`SELECT * FROM ${this.d} WHERE consumer = $1 AND event_id = $2`, [name, event.id]))[0];
+      const first = (
+        await q<{ event_id: string }>(
+          `SELECT event_id FROM ${this.d} WHERE consumer = $1 AND stream = $2 AND ${ACTIVE} AND position < $3 AND event_id <> $4
+           ORDER BY position LIMIT 1`,
+          [name, event.stream, event.position, event.id],
+        )
+      )[0];
+      let status: DeadLetterStatus = 'parked';
+      if (request.mode === 'behind') {
+        if (existing && (existing.status === 'parked' || existing.status === 'retrying')) {
+          return { ok: true, parked: true, record: toRecord(existing) };
+        }
+        if (!first) return { ok: true, parked: false, record: null };
+        const retrying = await q(`SELECT 1 FROM ${this.d} WHERE consumer = $1 AND stream = $2 AND status = 'retrying' LIMIT 1`, [
+          name,
+          event.stream,
+        ]);
+        if (retrying.length > 0) status = 'retrying';
+      } else {
+        await q(`UPDATE ${this.d} SET status = 'parked' WHERE consumer = $1 AND stream = $2 AND status = 'retrying' AND position > $3`, [
+          name,
+          event.stream,
+          event.position,
+        ]);
+      }
+      const rows = await q<LetterRow>(
+        `INSERT INTO ${this.d} (consumer, event_id, stream, position, event, reason, error, attempts, status, behind)
+         VALUES ($1, $2, $3, $4, $5::json, $6, $7::jsonb, $8, $9, $10)
+         ON CONFLICT (consumer, event_id) DO UPDATE SET reason = excluded.reason, error = excluded.error,
+           attempts = excluded.attempts, status = excluded.status, behind = excluded.behind, skipped_by = NULL, skipped_at = NULL
+         RETURNING *`,
+        [
+          name,
+          event.id,
+          event.stream,
+          event.position,
+          JSON.stringify(event),
+          request.reason,
+          request.error ? JSON.stringify(request.error) : null,
+          request.attempts,
+          status,
+          first?.event_id ?? null,
+        ],
+      );
+      return { ok: true, parked: true, record: toRecord(rows[0]!) };
+    });
+  }
+
+  async get(name: string): Promise<ConsumerState | null> {
+    const row = await this.row(name);
+    return row ? toState(row) : null;
+  }
+
+  async list(): Promise<ConsumerState[]> {
+    return (await this.query<ConsumerRow>(`${this.selectConsumer()} ORDER BY c.name`)).map(toState);
+  }
+
+  reset(name: string, position: number): Promise<AdminResult> {
+    return this.admin(name, (q) => q(`UPDATE ${this.c} SET position = $2, updated_at = now() WHERE name = $1`, [name, position]));
+  }
+
+  async delete(name: string): Promise<AdminResult> {
+    let faulted = false;
+    const result = await withReconnect(
+      () =>
+        this.admin(name, async (q) => {
+          await q(`DELETE FROM ${this.d} WHERE consumer = $1`, [name]);
+          await q(`DELETE FROM ${this.c} WHERE name = $1`, [name]);
+        }),
+      this.retryOptions,
+      () => {
+        faulted = true;
+      },
+    );
+    // After a fault the first try may have deleted it: `not_found` then means done.
+    return faulted && !result.ok && result.reason === 'not_found' ? { ok: true } : result;
+  }
+
+  async deadLetters(
+    name: string,
+    options: { all?: boolean; status?: DeadLetterStatus; stream?: string; limit?: number } = {},
+  ): Promise<DeadLetterRecord[]> {
+    const where = ['consumer = $1'];
+    const params: unknown[] = [name];
+    if (options.status) {
+      params.push(options.status);
+      where.push(`status = $${params.length}`);
+    } else if (!options.all) where.push(ACTIVE);
+    if (options.stream !== undefined) {
+      params.push(options.stream);
+      where.push(`stream = $${params.length}`);
+    }
+    const limit = options.limit === undefined ? '' : ` LIMIT ${Math.floor(options.limit)}`;
+    const rows = await this.query<LetterRow>(`SELECT * FROM ${this.d} WHERE ${where.join(' AND ')} ORDER BY position${limit}`, params);
+    return rows.map(toRecord);
+  }
+
+  async blockedStreams(name: string): Promise<string[]> {
+    const rows = await this.query<{ stream: string }>(`SELECT DISTINCT stream FROM ${this.d} WHERE consumer = $1 AND ${ACTIVE}`, [name]);
+    return rows.map((r) => r.stream);
+  }
+
+  async retry(name: string, selector: DeadLetterSelector): Promise<number> {
+    const rows = await this.query(
+      `UPDATE ${this.d} SET status = 'retrying' WHERE consumer = $1 AND stream = ${this.selectedStream()} AND status = 'parked' RETURNING 1`,
+      [name, 'stream' in selector ? selector.stream : null, 'id' in selector ? selector.id : null],
+    );
+    return rows.length;
+  }
+
+  async skip(name: string, selector: DeadLetterSelector, by: string): Promise<number> {
+    const rows = await this.query(
+      `UPDATE ${this.d} SET status = 'skipped', skipped_by = $4, skipped_at = now()
+       WHERE consumer = $1 AND stream = ${this.selectedStream()} AND ${ACTIVE} RETURNING 1`,
+      [name, 'stream' in selector ? selector.stream : null, 'id' in selector ? selector.id : null, by],
+    );
+    return rows.length;
+  }
+
+  /** The selected stream: `$2`, or the stream of the row of event `$3`. */
+  private selectedStream(): string {
+    return `coalesce($2::text, (SELECT l.stream FROM ${this.d} l WHERE l.consumer = $1 AND l.event_id = $3::text))`;
+  }
+
+  private ownLease(name: string, token: string): Promise<{ epoch: string; position: string; lease_expires_at: Date } | undefined> {
+    return this.pool
+      .query<{ epoch: string; position: string; lease_expires_at: Date }>(
+        `SELECT epoch, position, lease_expires_at FROM ${this.c} WHERE name = $1 AND lease_token = $2 AND ${LIVE}`,
+        [name, token],
+      )
+      .then((r) => r.rows[0]);
+  }
+
+  private admin(name: string, change: (q: Query) => Promise<unknown>): Promise<AdminResult> {
+    return this.tx(async (q): Promise<AdminResult> => {
+      const rows = await q<{ owner: string | null; lease_expires_at: Date | null; live: boolean }>(
+        `SELECT owner, lease_expires_at, ${LIVE} AS live FROM ${this.c} WHERE name = $1 FOR UPDATE`,
+        [name],
+      );
+      const row = rows[0];
+      if (!row) return { ok: false, reason: 'not_found' };
+      if (row.live) return { ok: false, reason: 'busy', owner: row.owner, leaseExpiresAt: iso(row.lease_expires_at) };
+      await change(q);
+      return { ok: true };
+    });
+  }
+
+  private async fenced(name: string): Promise<Fenced> {
+    const rows = await this.query<{ epoch: string }>(`SELECT epoch FROM ${this.c} WHERE name = $1`, [name]);
+    return { ok: false, reason: 'fenced', currentEpoch: rows[0] ? Number(rows[0].epoch) : null };
+  }
+
+  private selectConsumer(): string {
+    return `SELECT c.*, (SELECT count(*) FROM ${this.d} d WHERE d.consumer = c.name AND d.${ACTIVE}) AS parked FROM ${this.c} c`;
+  }
+
+  private async row(name: string): Promise<ConsumerRow | undefined> {
+    return (await this.query<ConsumerRow>(`${this.selectConsumer()} WHERE c.name = $1`, [name]))[0];
+  }
+
+  private async query<R extends object = Record<string, unknown>>(sql: string, params: unknown[] = []): Promise<R[]> {
+    return (await withReconnect(() => this.pool.query<R>(sql, params), this.retryOptions)).rows;
+  }
+
+  /** Runs `fn` in one transaction on one connection (retried whole after a connection fault). */
+  private tx<T>(fn: (q: Query) => Promise<T>): Promise<T> {
+    return withReconnect(async () => {
+      const client: PoolClient = await this.pool.connect();
+      const q: Query = async <R extends object>(sql: string, params: unknown[] = []) => (await client.query<R>(sql, params)).rows;
+      try {
+        await client.query('BEGIN');
+        const result = await fn(q);
+        await client.query('COMMIT');
+        client.release();
+        return result;
+      } catch (err) {
+        await client.query('ROLLBACK').catch(() => undefined);
+        client.release(err instanceof Error ? err : true);
+        throw err;
+      }
+    }, this.retryOptions);
+  }
+}
+
+type Query = <R extends object = Record<string, unknown>>(sql: string, params?: unknown[]) => Promise<R[]>;
+
+function iso(d: Date | null): string | null {
+  return d === null ? null : d.toISOString();
+}
+
+function toState(row: ConsumerRow): ConsumerState {
+  return {
+    name: row.name,
+    filter: row.filter,
+    position: Number(row.position),
+    owner: row.owner,
+    epoch: Number(row.epoch),
+    leaseExpiresAt: iso(row.lease_expires_at),
+    status: row.status,
+    lastError: row.last_error,
+    failedEvent: row.failed_event,
+    parked: Number(row.parked),
+    createdAt: row.created_at.toISOString(),
+    updatedAt: row.updated_at.toISOString(),
+  };
+}
+
+function toRecord(row: LetterRow): DeadLetterRecord {
+  return {
+    consumer: row.consumer,
+    event: row.event,
+    reason: row.reason,
+    error: row.error,
+    attempts: row.attempts,
+    status: row.status,
+    behind: row.behind,
+    parkedAt: row.parked_at.toISOString(),
+    skippedBy: row.skipped_by,
+    skippedAt: iso(row.skipped_at),
+  };
+}

@@ -1,0 +1,13 @@
+import { describeEventStore } from '../store/eventStore.suite.js';
+import { pgTestContext } from './pgFixtures.js';
+
+const pg = await pgTestContext();
+
+describeEventStore(
+  'postgres',
+  async ({ limits } = {}) => {
+    const store = await pg.openStore(limits ? { limits } : {});
+    return { store, cleanup: () => store.close() };
+  },
+  { skip: pg.skip },
+);
