@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { isIdemError } from '../core/errors.js';
+import { InvalidInputError, isIdemError } from '../core/errors.js';
 import type { EventStore } from '../core/eventStore.js';
 import type { CliContext } from './context.js';
 import { startHealthOnlyServer } from './healthOnlyServer.js';
@@ -12,6 +12,7 @@ interface ServeFlags extends StoreFlags {
   host: string;
   port: string;
   tokens?: string;
+  logLevel?: string;
 }
 
 /** What `startServer` in src/server returns. */
@@ -21,9 +22,11 @@ export interface RunningServer {
 }
 
 interface ServerModule {
-  startServer(options: { store: EventStore; host: string; port: number; tokens?: unknown }): Promise<RunningServer>;
+  startServer(options: { store: EventStore; host: string; port: number; tokens?: unknown; logger?: unknown }): Promise<RunningServer>;
   loadTokens?: (options: { file?: string; env?: NodeJS.ProcessEnv }) => unknown[];
 }
+
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace'];
 
 // A variable, so the CLI builds and runs in a build without src/server.
 const SERVER_MODULE: string = '../server/index.js';
@@ -47,6 +50,7 @@ export function registerServe(program: Command, ctx: CliContext): void {
     .option('--host <host>', 'address to bind', '127.0.0.1')
     .option('--port <port>', 'port to listen on (0 = any free port)', '4680')
     .option('--tokens <file>', 'API tokens file (JSON or name=secret:scopes lines); also env IDEM_TOKENS')
+    .option('--log-level <level>', 'request logging as JSON lines on stdout: info, warn, error, debug (default: off)')
     .option('--json', 'print where it listens as JSON')
     .addHelpText('after', HELP)
     .action(async (flags: ServeFlags) => {
@@ -86,6 +90,10 @@ async function start(store: EventStore, flags: ServeFlags, port: number, ctx: Cl
     return startHealthOnlyServer(store, flags.host, port);
   }
   const options: Parameters<ServerModule['startServer']>[0] = { store, host: flags.host, port };
+  if (flags.logLevel !== undefined) {
+    if (!LOG_LEVELS.includes(flags.logLevel)) throw new InvalidInputError('--log-level', `must be one of ${LOG_LEVELS.join(', ')}`);
+    options.logger = { level: flags.logLevel };
+  }
   if (mod.loadTokens) {
     const tokens = mod.loadTokens({ ...(flags.tokens === undefined ? {} : { file: flags.tokens }), env: ctx.env });
     if (tokens.length > 0) options.tokens = tokens;
