@@ -14,6 +14,8 @@ export interface ServerLimits extends StoreLimits {
   maxReadLimit: number;
   /** Events one read request returns when it gives no `limit`. @default 100 */
   defaultReadLimit: number;
+  /** Deepest nesting of arrays and objects accepted in a request body. @default 512 */
+  maxJsonDepth: number;
   /** Most subscriptions (active or standby) on one WebSocket connection (429 / `rate_limited` beyond). @default 16 */
   maxSubscriptionsPerConnection: number;
 }
@@ -26,6 +28,7 @@ export const DEFAULT_SERVER_LIMITS: ServerLimits = {
   maxReadLimit: 1000,
   defaultReadLimit: 100,
   maxSubscriptionsPerConnection: 16,
+  maxJsonDepth: 512,
 };
 
 export interface RouteContext {

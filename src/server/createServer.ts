@@ -1,11 +1,12 @@
 /** Builds the fastify app (not listening): routes, auth, error mapping, WebSocket subscriptions. */
 import websocket from '@fastify/websocket';
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
-import { IdemError } from '../core/errors.js';
+import { IdemError, InvalidInputError } from '../core/errors.js';
 import type { EventStore } from '../core/eventStore.js';
 import { requireScope } from './access.js';
 import { DEFAULT_SERVER_LIMITS, type RouteContext, type ServerLimits } from './context.js';
 import { errorBody, statusForCode, toIdemError } from './httpErrors.js';
+import { nestsDeeperThan } from './jsonDepth.js';
 import { ServerMetrics } from './metrics.js';
 import { registerConsumerRoutes } from './routes/consumerRoutes.js';
 import { registerOpsRoutes } from './routes/opsRoutes.js';
@@ -87,6 +88,11 @@ export async function createServer(options: ServerOptions): Promise<IdemServer> 
     }
     req.principal = tokens.authenticate(req.headers.authorization);
     requireScope(req.principal, scope);
+  });
+  app.addHook('preHandler', async (req) => {
+    if (req.body !== undefined && nestsDeeperThan(req.body, limits.maxJsonDepth)) {
+      throw new InvalidInputError('body', `must not nest arrays and objects deeper than ${limits.maxJsonDepth} levels`);
+    }
   });
   app.addHook('onResponse', async (req, reply) => {
     metrics.httpRequests.inc({ route: req.routeOptions.url ?? 'unknown', status: String(reply.statusCode) });

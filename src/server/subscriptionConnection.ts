@@ -9,6 +9,7 @@ import type { EventStore } from '../core/eventStore.js';
 import type { SubscribeOptions, Subscription } from '../core/subscription.js';
 import { requireFilterWithin, requireScope } from './access.js';
 import { toIdemError, wireError } from './httpErrors.js';
+import { nestsDeeperThan } from './jsonDepth.js';
 import type { ServerMetrics } from './metrics.js';
 import { PROTOCOL_VERSION, type ClientMessage, type RequestId, type ServerMessage, type SubscribeRequest } from './protocol.js';
 import { clientMessageSchema, parseWith } from './schemas.js';
@@ -100,6 +101,7 @@ export class SubscriptionConnection {
       } catch {
         throw new InvalidInputError('message', 'must be valid JSON');
       }
+      if (nestsDeeperThan(raw, 32)) throw new InvalidInputError('message', 'must not nest deeper than 32 levels');
       const msg = parseWith(clientMessageSchema, raw, 'message') as ClientMessage;
       this.dispatch(msg);
     } catch (err) {
