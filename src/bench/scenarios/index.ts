@@ -1,5 +1,6 @@
 import type { Scenario } from '../types.js';
+import { postgresAppend } from './postgresAppend.js';
 import { sqliteAppend } from './sqliteAppend.js';
 
 /** Every scenario, in run order. */
-export const SCENARIOS: readonly Scenario[] = [sqliteAppend];
+export const SCENARIOS: readonly Scenario[] = [sqliteAppend, postgresAppend];

@@ -1,4 +1,5 @@
 import { join } from 'node:path';
+import type { EventStore } from '../../core/eventStore.js';
 import { openSqliteStore, type SqliteEventStore } from '../../sqlite/index.js';
 import { baselineRow, concurrently, row, timed, type Timed } from '../measure.js';
 import { RawSqliteEvents } from '../rawSqlite.js';
@@ -55,7 +56,7 @@ async function withStore<T>(ctx: ScenarioContext, fn: (store: SqliteEventStore) 
 
 /** Appends `total` events in calls of `perCall` events from `callers` concurrent callers, each call to one stream. */
 export async function appendInCalls(
-  store: { append: SqliteEventStore['append'] },
+  store: Pick<EventStore, 'append'>,
   total: number,
   perCall: number,
   callers: number,
