@@ -1,0 +1,183 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import type { RecordedEvent } from '../../../src/core/event.js';
+import { randomStream } from '../../support/names.js';
+import { until } from '../../support/until.js';
+import { faultySource } from '../support/faults.js';
+import { withHarness } from '../support/harness.js';
+import type { MakeTargetFixture } from '../support/targetFixture.js';
+
+const amountOf = (e: RecordedEvent): number => (e.data as { amount: number }).amount;
+
+/** Items 3, 4 and 5 of issue 4: gaps, handler errors, batching. */
+export function describeErrorsAndGaps<Tx>(label: string, make: MakeTargetFixture<Tx>): void {
+  describe(`consumer errors, gaps and batches (${label})`, () => {
+    it('retries a failing handler with a savepoint: failed attempts leave no trace', () =>
+      withHarness(make, async (h) => {
+        const s = randomStream('invoice');
+        const expected = await h.appendAmounts([s, randomStream('invoice')], 3);
+        const poison = (await h.store.headPosition()) - 2;
+        const attempts: number[] = [];
+        const c = h.consumer({
+          onError: { attempts: 3 },
+          handle: async (e, ctx) => {
+            await h.addAmount(e, ctx);
+            if (e.position === poison) {
+              attempts.push(ctx.attempt);
+              if (ctx.attempt < 3) throw new Error(`flaky ${ctx.attempt}`);
+            }
+          },
+        });
+        await c.start();
+        await c.whenCaughtUp();
+        assert.deepEqual(attempts, [1, 2, 3]);
+        assert.deepEqual(await h.totals(), expected);
+        assert.equal(c.status().state, 'running');
+      }));
+
+    it("then: 'stop' commits the events before the poison one, fails, and keeps the cursor before it", () =>
+      withHarness(make, async (h) => {
+        const a = randomStream('invoice');
+        const b = randomStream('invoice');
+        await h.appendAmounts([a, b], 5);
+        const events: RecordedEvent[] = [];
+        for await (const e of h.store.readAll()) events.push(e);
+        const poison = events[4]!;
+        const c = h.consumer({
+          onError: { attempts: 2, then: 'stop' },
+          handle: async (e, ctx) => {
+            await h.addAmount(e, ctx);
+            if (e.id === poison.id) throw new Error('cannot bill this invoice');
+          },
+        });
+        await c.start();
+        await until(() => c.status().state === 'failed', { message: 'consumer failed' });
+        const expected = new Map<string, number>();
+        for (const e of events.slice(0, 4)) expected.set(e.stream, (expected.get(e.stream) ?? 0) + amountOf(e));
+        assert.deepEqual(await h.totals(), expected);
+        const st = c.status();
+        assert.equal(st.position, poison.position - 1);
+        assert.equal(st.failedEvent?.id, poison.id);
+        assert.match(st.lastError?.message ?? '', /cannot bill/);
+        const info = await h.store.consumers.get(h.name);
+        assert.equal(info.status, 'failed');
+        assert.equal(info.position, poison.position - 1);
+        assert.equal(info.failedEvent?.id, poison.id);
+        assert.equal((await h.fx.target.readCheckpoint(h.name)).position, poison.position - 1);
+        // A restart (after the fix) resumes at the poison event.
+        const fixed = h.consumer();
+        await fixed.start();
+        await fixed.whenCaughtUp();
+        const all = new Map<string, number>();
+        for (const e of events) all.set(e.stream, (all.get(e.stream) ?? 0) + amountOf(e));
+        assert.deepEqual(await h.totals(), all);
+      }));
+
+    it("then: 'dead-letter' parks the event and its entity's later events; the rest of the batch commits; retry applies them in order", () =>
+      withHarness(make, async (h) => {
+        const bad = randomStream('invoice');
+        const good = randomStream('invoice');
+        const expected = await h.appendAmounts([bad, good], 4);
+        const events: RecordedEvent[] = [];
+        for await (const e of h.store.readStream(bad)) events.push(e);
+        let broken = true;
+        const order: number[] = [];
+        const c = h.consumer({
+          onError: { attempts: 2, then: 'dead-letter' },
+          handle: async (e, ctx) => {
+            if (e.stream === bad && broken && e.version === 2) throw new Error('invoice 2 is malformed');
+            if (e.stream === bad) order.push(e.version);
+            await h.addAmount(e, ctx);
+          },
+        });
+        await c.start();
+        await c.whenCaughtUp();
+        const totals = await h.totals();
+        assert.equal(totals.get(good), expected.get(good), 'the healthy entity is complete');
+        assert.equal(totals.get(bad), amountOf(events[0]!), 'the broken entity stops before version 2');
+        const letters = await h.store.deadLetters.list(h.name);
+        assert.deepEqual(letters.map((l) => l.event.version), [2, 3, 4]);
+        assert.equal(letters[0]!.attempts, 2);
+        assert.match(letters[0]!.error?.message ?? '', /malformed/);
+        assert.equal(letters[1]!.behind, events[1]!.id);
+        const m = c.metrics();
+        assert.equal(m.deadLetters, 1);
+        assert.equal(m.parkedEntities, 1);
+        broken = false;
+        assert.equal(await h.store.deadLetters.retry(h.name, { stream: bad }), 3);
+        await until(async () => (await h.store.deadLetters.list(h.name)).length === 0, { message: 'dead letters resolved' });
+        assert.deepEqual(await h.totals(), expected);
+        // The redelivered entity resumes at version 2, in order.
+        assert.deepEqual(order.slice(-3), [2, 3, 4]);
+        assert.equal(c.metrics().parkedEntities, 0);
+      }));
+
+    it("gaps: 'recover' reads the missing versions from the store and applies them in order; other entities flow", () =>
+      withHarness(make, async (h) => {
+        const gappy = randomStream('invoice');
+        const other = randomStream('invoice');
+        const expected = await h.appendAmounts([gappy, other], 5);
+        const order: number[] = [];
+        const c = h.consumer({
+          guard: 'entity-version',
+          source: faultySource(h.store, { hide: (e) => e.stream === gappy && (e.version === 2 || e.version === 3) }),
+          handle: async (e, ctx) => {
+            if (e.stream === gappy) order.push(e.version);
+            await h.addAmount(e, ctx);
+          },
+        });
+        await c.start();
+        await c.whenCaughtUp();
+        assert.deepEqual(await h.totals(), expected);
+        assert.deepEqual(order, [1, 2, 3, 4, 5]);
+        const m = c.metrics();
+        assert.equal(m.gaps, 1);
+        assert.equal(m.recovered, 2);
+      }));
+
+    it('versions outside the filter are not gaps', () =>
+      withHarness(make, async (h) => {
+        const s = randomStream('invoice');
+        await h.store.append(s, [
+          { type: 'invoice.issued', data: { amount: 10 } },
+          { type: 'invoice.emailed', data: { amount: 1000 } },
+          { type: 'invoice.paid', data: { amount: 5 } },
+        ]);
+        const c = h.consumer({ guard: 'entity-version', gaps: 'fail', filter: { types: ['invoice.issued', 'invoice.paid'] } });
+        await c.start();
+        await c.whenCaughtUp();
+        assert.deepEqual(await h.totals(), new Map([[s, 15]]));
+        assert.equal(c.metrics().gaps, 0);
+      }));
+
+    it("gaps: 'fail' stops with an error naming the stream, the expected and the seen version", () =>
+      withHarness(make, async (h) => {
+        const s = randomStream('invoice');
+        await h.appendAmounts([s], 4);
+        const c = h.consumer({
+          guard: 'entity-version',
+          gaps: 'fail',
+          source: faultySource(h.store, { hide: (e) => e.stream === s && e.version === 2 }),
+        });
+        await c.start();
+        await until(() => c.status().state === 'failed', { message: 'consumer failed' });
+        const err = c.status().lastError;
+        assert.equal(err?.code, 'wrong_expected_version');
+        assert.match(err?.message ?? '', new RegExp(`"${s}": expected version 2, saw version 3`));
+        assert.equal(c.metrics().gaps, 1);
+        assert.equal(c.status().position, 1);
+      }));
+
+    it('fills a batch up to its size, waiting up to maxWaitMs for live events', () =>
+      withHarness(make, async (h) => {
+        const c = h.consumer({ batch: { size: 5, maxWaitMs: 60_000 } });
+        await c.start();
+        await c.whenCaughtUp();
+        const s = randomStream('invoice');
+        const expected = await h.appendAmounts([s], 5);
+        await c.whenCaughtUp();
+        assert.deepEqual(await h.totals(), expected);
+        assert.equal(c.metrics().batches, 1, 'five live events, one transaction');
+      }));
+  });
+}

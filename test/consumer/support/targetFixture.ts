@@ -1,0 +1,99 @@
+import type Database from 'better-sqlite3';
+import pg from 'pg';
+import type { ConsumerTarget } from '../../../src/core/consumerTarget.js';
+import { postgresTarget } from '../../../src/postgres/target.js';
+import { sqliteTarget } from '../../../src/sqlite/target.js';
+import { createTempDatabase } from '../../support/postgres.js';
+import { tempDir } from '../../support/tempDir.js';
+
+/**
+ * A consumer target plus the little SQL a test handler needs on it: one output table of per-stream
+ * totals, written through `ctx.tx` so that it commits with the ledger.
+ */
+export interface TargetFixture<Tx> {
+  kind: 'sqlite' | 'postgres';
+  target: ConsumerTarget<Tx>;
+  /** Creates an output table `name (stream primary key, total, events)`. */
+  createTable(name: string): Promise<void>;
+  /** Adds `amount` to the stream's total in `table` inside the handler's transaction. */
+  add(tx: Tx, table: string, stream: string, amount: number): Promise<void>;
+  /** Total and event count per stream. */
+  totals(table: string): Promise<Map<string, { total: number; events: number }>>;
+  /** A second target on the same database (another process's view), for identity and fencing tests. */
+  another(): Promise<ConsumerTarget<Tx>>;
+  cleanup(): Promise<void>;
+}
+
+export type MakeTargetFixture<Tx> = () => Promise<TargetFixture<Tx>>;
+
+export const makeSqliteFixture: MakeTargetFixture<Database.Database> = () => {
+  const dir = tempDir();
+  const target = sqliteTarget(dir.file('target.db'));
+  const others: ConsumerTarget<Database.Database>[] = [];
+  const stmts = new Map<string, Database.Statement>();
+  return Promise.resolve({
+    kind: 'sqlite',
+    target,
+    createTable: (name) => {
+      target.db.exec(`CREATE TABLE ${name} (stream TEXT PRIMARY KEY, total REAL NOT NULL, events INTEGER NOT NULL)`);
+      return Promise.resolve();
+    },
+    add: (tx, table, stream, amount) => {
+      let s = stmts.get(table);
+      if (!s) {
+        s = tx.prepare(
+          `INSERT INTO ${table} (stream, total, events) VALUES (?, ?, 1)
+           ON CONFLICT (stream) DO UPDATE SET total = total + excluded.total, events = events + 1`,
+        );
+        stmts.set(table, s);
+      }
+      s.run(stream, amount);
+      return Promise.resolve();
+    },
+    totals: (table) => {
+      const rows = target.db.prepare(`SELECT stream, total, events FROM ${table}`).all() as { stream: string; total: number; events: number }[];
+      return Promise.resolve(new Map(rows.map((r) => [r.stream, { total: r.total, events: r.events }])));
+    },
+    another: () => {
+      const t = sqliteTarget(dir.file('target.db'));
+      others.push(t);
+      return Promise.resolve(t);
+    },
+    cleanup: async () => {
+      for (const t of others) await t.close();
+      await target.close();
+      await dir.cleanup();
+    },
+  });
+};
+
+export const makePostgresFixture: MakeTargetFixture<pg.PoolClient> = async () => {
+  const db = await createTempDatabase('idem_consumer');
+  const pool = new pg.Pool({ connectionString: db.connectionString, max: 6 });
+  const target = postgresTarget(pool);
+  return {
+    kind: 'postgres',
+    target,
+    createTable: async (name) => {
+      await pool.query(`CREATE TABLE ${name} (stream text PRIMARY KEY, total double precision NOT NULL, events integer NOT NULL)`);
+    },
+    add: async (tx, table, stream, amount) => {
+      await tx.query({
+        name: `add_${table}`,
+        text: `INSERT INTO ${table} AS t (stream, total, events) VALUES ($1, $2, 1)
+               ON CONFLICT (stream) DO UPDATE SET total = t.total + excluded.total, events = t.events + 1`,
+        values: [stream, amount],
+      });
+    },
+    totals: async (table) => {
+      const r = await pool.query<{ stream: string; total: number; events: number }>(`SELECT stream, total, events FROM ${table}`);
+      return new Map(r.rows.map((row) => [row.stream, { total: row.total, events: row.events }]));
+    },
+    another: () => Promise.resolve(postgresTarget(pool)),
+    cleanup: async () => {
+      await target.close();
+      await pool.end();
+      await db.drop();
+    },
+  };
+};
