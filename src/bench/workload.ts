@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { NewEvent } from '../core/event.js';
+import type { EventStore } from '../core/eventStore.js';
 
 /** Streams the events are spread over (the issue's 1,000). */
 export const STREAMS = 1000;
@@ -60,4 +61,29 @@ export function rawRow(i: number): RawRow {
     data: JSON.stringify(e.data),
     metadata: JSON.stringify(e.metadata),
   };
+}
+
+/**
+ * Fills a store with `total` benchmark events (1,000 per call, a few calls at a time) without holding
+ * them all in memory. Setup only: never timed.
+ */
+export async function populate(
+  store: Pick<EventStore, 'append'>,
+  total: number,
+  perCall = 1000,
+  callers = 4,
+): Promise<void> {
+  const calls = Math.ceil(total / perCall);
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    while (next < calls) {
+      const c = next++;
+      const n = Math.min(perCall, total - c * perCall);
+      await store.append(
+        streamOf(c),
+        Array.from({ length: n }, (_, j) => newEvent(c * perCall + j)),
+      );
+    }
+  };
+  await Promise.all(Array.from({ length: callers }, worker));
 }

@@ -1,0 +1,153 @@
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import type { EventStore } from '../../core/eventStore.js';
+import { openSqliteStore, sqliteTarget } from '../../sqlite/index.js';
+import {
+  billingChange,
+  SQLITE_BILLING_DDL,
+  SQLITE_BILLING_UPSERT,
+  sqliteBilledEvents,
+  sqliteBillingHandler,
+} from '../billing.js';
+import { timeConsumer } from '../consumerRun.js';
+import { baselineRow, row, timed } from '../measure.js';
+import type { BenchRow, Scenario, ScenarioContext } from '../types.js';
+import { populate } from '../workload.js';
+
+const NAME = 'consumer-sqlite';
+
+const LEDGER_DDL = `
+  CREATE TABLE IF NOT EXISTS processed (
+    consumer TEXT NOT NULL, key TEXT NOT NULL, position INTEGER NOT NULL, PRIMARY KEY (consumer, key)
+  ) WITHOUT ROWID;
+  CREATE TABLE IF NOT EXISTS checkpoints (consumer TEXT PRIMARY KEY, position INTEGER NOT NULL) WITHOUT ROWID`;
+
+/** A target database file as a user would open it: WAL, synchronous=FULL. */
+export function openTargetDb(dir: string, name: string): Database.Database {
+  const db = new Database(join(dir, `${name}.db`));
+  db.pragma('journal_mode = WAL');
+  db.pragma('synchronous = FULL');
+  db.exec(SQLITE_BILLING_DDL);
+  return db;
+}
+
+function checkBilled(db: Database.Database, expected: number, what: string): void {
+  const billed = sqliteBilledEvents(db);
+  if (billed !== expected) throw new Error(`${what}: billed ${billed} events, expected ${expected}`);
+}
+
+/** The naive loop: one transaction per event (check ledger, upsert, insert ledger, commit). */
+async function naiveLoop(source: EventStore, db: Database.Database, n: number): Promise<void> {
+  db.exec(LEDGER_DDL);
+  const seen = db.prepare('SELECT 1 FROM processed WHERE consumer = ? AND key = ?');
+  const upsert = db.prepare(SQLITE_BILLING_UPSERT);
+  const mark = db.prepare('INSERT INTO processed (consumer, key, position) VALUES (?, ?, ?)');
+  const one = db.transaction((id: string, position: number, c: ReturnType<typeof billingChange>) => {
+    if (seen.get('naive', id)) return;
+    upsert.run(c.customer, c.invoiced, c.paid);
+    mark.run('naive', id, position);
+  });
+  for await (const e of source.readAll({ limit: n })) one.immediate(e.id, e.position, billingChange(e));
+}
+
+/** The set-based batch without idem: per 500 events one transaction of set statements (ledger check, upsert, ledger, checkpoint). */
+async function setBased(source: EventStore, db: Database.Database, batchSize = 500): Promise<void> {
+  db.exec(LEDGER_DDL);
+  const seen = db.prepare(
+    "SELECT key FROM processed WHERE consumer = 'set' AND key IN (SELECT value FROM json_each(?))",
+  );
+  const upsert = db.prepare(`
+    INSERT INTO billing_accounts (customer, invoiced, paid, events)
+    SELECT json_extract(value, '$[0]'), sum(json_extract(value, '$[1]')), sum(json_extract(value, '$[2]')), count(*)
+    FROM json_each(?) WHERE true GROUP BY 1
+    ON CONFLICT (customer) DO UPDATE SET invoiced = invoiced + excluded.invoiced,
+      paid = paid + excluded.paid, events = events + excluded.events`);
+  const mark = db.prepare(`
+    INSERT INTO processed (consumer, key, position)
+    SELECT 'set', json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?)`);
+  const checkpoint = db.prepare(
+    "INSERT INTO checkpoints (consumer, position) VALUES ('set', ?) ON CONFLICT (consumer) DO UPDATE SET position = excluded.position",
+  );
+  const apply = db.transaction(
+    (batch: { id: string; position: number; c: ReturnType<typeof billingChange> }[]) => {
+      const done = new Set(
+        (seen.all(JSON.stringify(batch.map((b) => b.id))) as { key: string }[]).map((r) => r.key),
+      );
+      const fresh = batch.filter((b) => !done.has(b.id));
+      upsert.run(JSON.stringify(fresh.map((b) => [b.c.customer, b.c.invoiced, b.c.paid])));
+      mark.run(JSON.stringify(fresh.map((b) => [b.id, b.position])));
+      checkpoint.run(batch[batch.length - 1]!.position);
+    },
+  );
+  let batch: { id: string; position: number; c: ReturnType<typeof billingChange> }[] = [];
+  for await (const e of source.readAll()) {
+    batch.push({ id: e.id, position: e.position, c: billingChange(e) });
+    if (batch.length === batchSize) {
+      apply.immediate(batch);
+      batch = [];
+    }
+  }
+  if (batch.length > 0) apply.immediate(batch);
+}
+
+/** Scenario 4: the idempotent consumer on a SQLite target (embedded store as source). */
+export const consumerSqlite: Scenario = {
+  name: NAME,
+  description:
+    'idempotent billing consumer, SQLite store -> SQLite target, vs naive loop and set-based batch',
+  needs: [],
+  async run(ctx: ScenarioContext) {
+    const n = ctx.size(10_000, 100_000, 500);
+    const nNaive = ctx.size(200, 2_000);
+    const dir = await ctx.tempDir();
+    const source = await openSqliteStore({ path: join(dir, 'source.db'), durability: 'full' });
+    try {
+      ctx.log(`${NAME}: populating the source with ${n} events`);
+      await populate(source, n);
+
+      ctx.log(`${NAME}: baseline naive loop (${nNaive})`);
+      const naiveDb = openTargetDb(dir, 'naive');
+      const naive = await timed(nNaive, () => naiveLoop(source, naiveDb, nNaive));
+      checkBilled(naiveDb, nNaive, 'naive loop');
+      naiveDb.close();
+      const naiveRow = baselineRow(NAME, 'naive loop, 1 tx/event', naive);
+
+      ctx.log(`${NAME}: baseline set-based batches (${n})`);
+      const setDb = openTargetDb(dir, 'set');
+      const set = await timed(n, () => setBased(source, setDb));
+      checkBilled(setDb, n, 'set-based batch');
+      setDb.close();
+      const setRow = baselineRow(NAME, 'set-based batch of 500, no idem', set);
+
+      ctx.log(`${NAME}: idem consumer (${n})`);
+      const db = openTargetDb(dir, 'idem');
+      const target = sqliteTarget(db);
+      let measured;
+      try {
+        measured = await timeConsumer(
+          { name: 'billing_v1', source, target, handle: sqliteBillingHandler(db) },
+          n,
+        );
+        checkBilled(db, n, 'idem consumer');
+      } finally {
+        await target.close();
+        db.close();
+      }
+      const shape = 'billing handler, batch 500, event-id + entity-version';
+      return [
+        naiveRow,
+        setRow,
+        row({
+          scenario: NAME,
+          shape: `${shape}, vs naive`,
+          measured,
+          against: naiveRow,
+          target: { text: '>= 100,000 events/s', met: measured.eventsPerSec >= 100_000 },
+        }),
+        row({ scenario: NAME, shape: `${shape}, vs set-based`, measured, against: setRow }),
+      ] satisfies BenchRow[];
+    } finally {
+      await source.close();
+    }
+  },
+};
