@@ -126,10 +126,13 @@ export class MemorySubscriptionState implements SubscriptionStateBackend {
       letters.set(event.id, record);
       return ok({ ok: true, parked: true, record: clone(record) });
     }
-    for (const l of sameStream) {
-      if (l.status === 'retrying' && l.event.position > event.position) l.status = 'parked';
-    }
     const behind = earlier[0]?.event.id ?? null;
+    for (const l of sameStream) {
+      if (l.event.position <= event.position) continue;
+      if (l.status === 'retrying') l.status = 'parked';
+      // Successors now wait behind this event when it heads the stream's dead letters.
+      if (behind === null) l.behind = event.id;
+    }
     let record: DeadLetterRecord;
     if (existing) {
       existing.status = 'parked';

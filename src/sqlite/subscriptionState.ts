@@ -172,9 +172,10 @@ export class SqliteSubscriptionState implements SubscriptionStateBackend {
       }
       this.db
         .prepare(
-          `UPDATE idem_dead_letters SET status = 'parked' WHERE consumer = ? AND stream = ? AND status = 'retrying' AND position > ?`,
+          `UPDATE idem_dead_letters SET status = 'parked', behind = coalesce(?, behind)
+           WHERE consumer = ? AND stream = ? AND ${ACTIVE} AND position > ?`,
         )
-        .run(name, event.stream, event.position);
+        .run(first ? null : event.id, name, event.stream, event.position);
       this.upsert(name, event, request, 'parked', first?.event_id ?? null);
       return { ok: true, parked: true, record: toRecord(this.letter(name, event.id)!) };
     });

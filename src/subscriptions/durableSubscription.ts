@@ -44,6 +44,9 @@ export class DurableSubscription implements Subscription {
   private redeliveredHigh = 0;
   /** Streams with an active dead letter as far as this owner knows (only it adds; admin may remove). */
   private readonly blocked: Set<string>;
+  /** Local estimate of the lease's end; delivery renews first once it has passed. */
+  private leaseDeadline: number;
+  private renewalSuspended = false;
   private closed = false;
   private lost: FencedError | null = null;
   private readonly heartbeat: NodeJS.Timeout;
@@ -65,6 +68,7 @@ export class DurableSubscription implements Subscription {
     this.readPos = position;
     this.highestDelivered = position;
     this.blocked = new Set(blockedStreams);
+    this.leaseDeadline = Date.now() + options.leaseTtlMs;
     this.heartbeat = setInterval(() => void this.renew(), Math.max(50, Math.floor(options.leaseTtlMs / 3)));
     const signal = options.signal;
     if (signal) {
@@ -170,6 +174,12 @@ export class DurableSubscription implements Subscription {
     }
   }
 
+  /** Internal, for fault tests: stop renewing the lease, as a paused or partitioned owner would. */
+  suspendLeaseRenewal(): void {
+    this.renewalSuspended = true;
+    clearInterval(this.heartbeat);
+  }
+
   private async *run(): AsyncGenerator<SubscriptionMessage> {
     const { source } = this.deps;
     const { filter, batchSize, maxInFlight } = this.options;
@@ -192,6 +202,9 @@ export class DurableSubscription implements Subscription {
           for await (const e of source.readAll({ after: this.readPos, filter, limit })) read.push(e);
           if (this.stopped()) return;
           if (read.length > 0) {
+            // An owner that missed its heartbeats (a long pause) checks the lease before delivering.
+            if (Date.now() >= this.leaseDeadline) await this.renew();
+            if (this.stopped()) return;
             this.readPos = read[read.length - 1]!.position;
             const deliver = await this.locked(() => this.sortOut(read));
             if (deliver.length > 0) yield { kind: 'events', events: deliver, redelivery: false };
@@ -202,6 +215,11 @@ export class DurableSubscription implements Subscription {
             yield { kind: 'caught_up', position: Math.max(head, this.readPos) };
             continue;
           }
+        } else if (!caughtUp && (await source.headPosition()) <= this.readPos) {
+          // Everything up to the head is delivered though not yet acknowledged: say so now.
+          caughtUp = true;
+          yield { kind: 'caught_up', position: this.readPos };
+          continue;
         }
         await this.wake.wait(generation, this.deps.pollIntervalMs);
       }
@@ -268,10 +286,12 @@ export class DurableSubscription implements Subscription {
   }
 
   private async renew(): Promise<void> {
-    if (!this.active) return;
+    if (!this.active || this.renewalSuspended) return;
     try {
+      const started = Date.now();
       const result = await this.deps.backend.renew(this.consumer, this.epoch, this.options.leaseTtlMs);
-      if (!result.ok && this.active) this.lose(result);
+      if (result.ok) this.leaseDeadline = started + this.options.leaseTtlMs;
+      else if (this.active) this.lose(result);
     } catch {
       // A failed renewal is retried on the next beat; if the lease lapses meanwhile and another
       // owner takes over, the epoch check fences this one.

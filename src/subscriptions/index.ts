@@ -3,3 +3,4 @@ export { SubscriptionService, type SubscriptionServiceOptions } from './subscrip
 export type { SubscriptionSource } from './subscriptionSource.js';
 export type * from './stateBackend.js';
 export { leaseLive } from './consumerInfo.js';
+export { suspendLeaseRenewal } from './faults.js';

@@ -87,9 +87,10 @@ export type AckResult = { ok: true; position: number; resolved: number } | Fence
 /**
  * How an event is parked:
  * - `failed`: the consumer gave up on it (`Subscription.park`). Stored `parked` (an existing row of the
- *   same event is updated: reason, error, attempts, status back to `parked`). Every `retrying` row of the
- *   same stream at a later position goes back to `parked` too. `behind` = the earliest other active
- *   row of the stream at a lower position, if any.
+ *   same event is updated: reason, error, attempts, status back to `parked`). `behind` = the earliest
+ *   other active row of the stream at a lower position, if any. Every active row of the same stream at
+ *   a later position becomes `parked` (a `retrying` one goes back), and when this event heads the
+ *   stream (no earlier active row) their `behind` becomes this event's id.
  * - `behind`: the engine parks a later event of a stream that already has an active dead letter. Only
  *   when the stream still has an active row at a lower position: then stored with `behind` = that
  *   earliest active row's event id and status `retrying` if any active row of the stream is
