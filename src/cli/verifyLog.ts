@@ -44,7 +44,7 @@ export async function verifyLog(events: AsyncIterable<RecordedEvent>, head: numb
   for await (const e of events) {
     n++;
     if (e.position > expected) {
-      report('position_gap', `positions ${range(expected, e.position - 1)} are missing (next is #${e.position})`);
+      report('position_gap', `${range(expected, e.position - 1)} missing (next is #${e.position})`);
     } else if (e.position < expected) {
       report('position_order', `#${e.position} (${e.stream}@${e.version}) comes after #${last}`);
     }
@@ -65,5 +65,5 @@ export async function verifyLog(events: AsyncIterable<RecordedEvent>, head: numb
 }
 
 function range(a: number, b: number): string {
-  return a === b ? `#${a}` : `#${a}..#${b}`;
+  return a === b ? `position #${a} is` : `positions #${a}..#${b} are`;
 }
