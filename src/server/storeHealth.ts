@@ -1,5 +1,7 @@
 /** `/health`: is the store reachable, and is its schema at the version this code expects? */
 import type { EventStore } from '../core/eventStore.js';
+import { schemaVersion, STORE_MIGRATIONS } from '../sqlite/migrations.js';
+import { SqliteEventStore } from '../sqlite/sqliteStore.js';
 
 export interface MigrationStatus {
   current: number;
@@ -28,7 +30,7 @@ export async function checkHealth(store: EventStore, migrations?: () => Migratio
   } catch (err) {
     report.store = { ok: false, error: (err as Error).message };
   }
-  const probe = migrations ?? (isMigrationAware(store) ? () => store.migrationStatus() : undefined);
+  const probe = migrations ?? (isMigrationAware(store) ? () => store.migrationStatus() : sqliteProbe(store));
   if (probe) {
     try {
       const { current, expected } = await probe();
@@ -39,4 +41,13 @@ export async function checkHealth(store: EventStore, migrations?: () => Migratio
   }
   if (!report.store.ok || !report.migrations.ok) report.status = 'error';
   return report;
+}
+
+/** The embedded store's schema version against the migrations this code ships. */
+function sqliteProbe(store: EventStore): (() => MigrationStatus) | undefined {
+  if (!(store instanceof SqliteEventStore)) return undefined;
+  return () => ({
+    current: schemaVersion(store.db),
+    expected: Math.max(0, ...STORE_MIGRATIONS.map((m) => m.version)),
+  });
 }
