@@ -176,11 +176,12 @@ export class PgSubscriptionState implements SubscriptionStateBackend {
         ]);
         if (retrying.length > 0) status = 'retrying';
       } else {
-        await q(`UPDATE ${this.d} SET status = 'parked' WHERE consumer = $1 AND stream = $2 AND status = 'retrying' AND position > $3`, [
-          name,
-          event.stream,
-          event.position,
-        ]);
+        // Later active rows of the stream go (back) to parked, and wait behind this event when it heads the stream.
+        await q(
+          `UPDATE ${this.d} SET status = 'parked', behind = coalesce($4::text, behind)
+           WHERE consumer = $1 AND stream = $2 AND ${ACTIVE} AND position > $3`,
+          [name, event.stream, event.position, first ? null : event.id],
+        );
       }
       const rows = await q<LetterRow>(
         `INSERT INTO ${this.d} (consumer, event_id, stream, position, event, reason, error, attempts, status, behind)
