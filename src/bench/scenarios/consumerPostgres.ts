@@ -1,0 +1,181 @@
+import type * as Pg from 'pg';
+import type { EventStore } from '../../core/eventStore.js';
+import { openPostgresStore, postgresTarget } from '../../postgres/index.js';
+import {
+  billingChange,
+  PG_BILLING_DDL,
+  PG_BILLING_UPSERT,
+  PG_BILLING_UPSERT_SET,
+  pgBillingHandler,
+} from '../billing.js';
+import { timeConsumer } from '../consumerRun.js';
+import { baselineRow, row, timed } from '../measure.js';
+import { loadPgModule } from '../resources.js';
+import type { BenchRow, Scenario, ScenarioContext } from '../types.js';
+import { populate } from '../workload.js';
+
+const NAME = 'consumer-postgres';
+
+const LEDGER_DDL = `
+  CREATE TABLE IF NOT EXISTS processed (
+    consumer text NOT NULL, key text NOT NULL, position bigint NOT NULL, PRIMARY KEY (consumer, key)
+  );
+  CREATE TABLE IF NOT EXISTS checkpoints (consumer text PRIMARY KEY, position bigint NOT NULL)`;
+
+async function checkBilled(q: Pg.Pool | Pg.Client, expected: number, what: string): Promise<void> {
+  const r = await q.query<{ n: string }>('SELECT coalesce(sum(events), 0)::text AS n FROM billing_accounts');
+  const billed = Number(r.rows[0]?.n ?? 0);
+  if (billed !== expected) throw new Error(`${what}: billed ${billed} events, expected ${expected}`);
+}
+
+/** The naive loop: one transaction per event (check ledger, upsert, insert ledger, commit), one client. */
+async function naiveLoop(source: EventStore, client: Pg.Client, n: number): Promise<void> {
+  for await (const e of source.readAll({ limit: n })) {
+    const c = billingChange(e);
+    await client.query('BEGIN');
+    const seen = await client.query({
+      name: 'seen',
+      text: "SELECT 1 FROM processed WHERE consumer = 'naive' AND key = $1",
+      values: [e.id],
+    });
+    if (seen.rowCount === 0) {
+      await client.query({
+        name: 'upsert',
+        text: PG_BILLING_UPSERT,
+        values: [c.customer, c.invoiced, c.paid],
+      });
+      await client.query({
+        name: 'mark',
+        text: "INSERT INTO processed (consumer, key, position) VALUES ('naive', $1, $2)",
+        values: [e.id, e.position],
+      });
+    }
+    await client.query('COMMIT');
+  }
+}
+
+/** The set-based batch without idem: per 500 events one transaction of set statements (ledger check, upsert, ledger, checkpoint). */
+async function setBased(source: EventStore, client: Pg.Client, batchSize = 500): Promise<void> {
+  const apply = async (
+    batch: { id: string; position: number; c: ReturnType<typeof billingChange> }[],
+  ): Promise<void> => {
+    await client.query('BEGIN');
+    const seen = await client.query<{ key: string }>({
+      name: 'seen_set',
+      text: "SELECT key FROM processed WHERE consumer = 'set' AND key = ANY($1::text[])",
+      values: [batch.map((b) => b.id)],
+    });
+    const done = new Set(seen.rows.map((r) => r.key));
+    const fresh = batch.filter((b) => !done.has(b.id));
+    await client.query({
+      name: 'upsert_set',
+      text: PG_BILLING_UPSERT_SET,
+      values: [fresh.map((b) => b.c.customer), fresh.map((b) => b.c.invoiced), fresh.map((b) => b.c.paid)],
+    });
+    await client.query({
+      name: 'mark_set',
+      text: "INSERT INTO processed (consumer, key, position) SELECT 'set', k, p FROM unnest($1::text[], $2::bigint[]) AS t(k, p)",
+      values: [fresh.map((b) => b.id), fresh.map((b) => b.position)],
+    });
+    await client.query({
+      name: 'checkpoint_set',
+      text: "INSERT INTO checkpoints (consumer, position) VALUES ('set', $1) ON CONFLICT (consumer) DO UPDATE SET position = excluded.position",
+      values: [batch[batch.length - 1]!.position],
+    });
+    await client.query('COMMIT');
+  };
+  let batch: { id: string; position: number; c: ReturnType<typeof billingChange> }[] = [];
+  for await (const e of source.readAll()) {
+    batch.push({ id: e.id, position: e.position, c: billingChange(e) });
+    if (batch.length === batchSize) {
+      await apply(batch);
+      batch = [];
+    }
+  }
+  if (batch.length > 0) await apply(batch);
+}
+
+async function withClient<T>(ctx: ScenarioContext, fn: (client: Pg.Client) => Promise<T>): Promise<T> {
+  const pg = await loadPgModule();
+  const client = new pg.Client({ connectionString: await ctx.postgresDatabase() });
+  await client.connect();
+  try {
+    await client.query(PG_BILLING_DDL);
+    await client.query(LEDGER_DDL);
+    return await fn(client);
+  } finally {
+    await client.end();
+  }
+}
+
+/** Scenario 3: the idempotent consumer on a PostgreSQL target (PostgreSQL store as source). */
+export const consumerPostgres: Scenario = {
+  name: NAME,
+  description:
+    'idempotent billing consumer, PostgreSQL store -> PostgreSQL target, vs naive loop and set-based batch',
+  needs: ['postgres'],
+  async run(ctx) {
+    const n = ctx.size(10_000, 100_000, 500);
+    const nNaive = ctx.size(200, 2_000);
+    const source = await openPostgresStore({ connectionString: await ctx.postgresDatabase() });
+    try {
+      ctx.log(`${NAME}: populating the source with ${n} events`);
+      await populate(source, n);
+
+      ctx.log(`${NAME}: baseline naive loop (${nNaive})`);
+      const naive = await withClient(ctx, async (client) => {
+        const t = await timed(nNaive, () => naiveLoop(source, client, nNaive));
+        await checkBilled(client, nNaive, 'naive loop');
+        return t;
+      });
+      const naiveRow = baselineRow(NAME, 'naive loop, 1 tx/event', naive);
+
+      ctx.log(`${NAME}: baseline set-based batches (${n})`);
+      const set = await withClient(ctx, async (client) => {
+        const t = await timed(n, () => setBased(source, client));
+        await checkBilled(client, n, 'set-based batch');
+        return t;
+      });
+      const setRow = baselineRow(NAME, 'set-based batch of 500, no idem', set);
+
+      ctx.log(`${NAME}: idem consumer (${n})`);
+      const pg = await loadPgModule();
+      const pool = new pg.Pool({ connectionString: await ctx.postgresDatabase(), max: 4 });
+      let measured;
+      try {
+        await pool.query(PG_BILLING_DDL);
+        const target = postgresTarget(pool);
+        measured = await timeConsumer({ name: 'billing_v1', source, target, handle: pgBillingHandler }, n);
+        await target.close();
+        await checkBilled(pool, n, 'idem consumer');
+      } finally {
+        await pool.end();
+      }
+      const shape = 'billing handler, batch 500, event-id + entity-version';
+      const rate = measured.eventsPerSec;
+      return [
+        naiveRow,
+        setRow,
+        row({
+          scenario: NAME,
+          shape: `${shape}, vs naive`,
+          measured,
+          against: naiveRow,
+          target: {
+            text: '>= 40,000 events/s and >= 20x naive',
+            met: rate >= 40_000 && rate >= 20 * naive.eventsPerSec,
+          },
+        }),
+        row({
+          scenario: NAME,
+          shape: `${shape}, vs set-based`,
+          measured,
+          against: setRow,
+          target: { text: '>= 0.7x set-based', met: rate >= 0.7 * set.eventsPerSec },
+        }),
+      ] satisfies BenchRow[];
+    } finally {
+      await source.close();
+    }
+  },
+};
