@@ -1,0 +1,155 @@
+import assert from 'node:assert/strict';
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, symlinkSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { createInterface } from 'node:readline';
+import { describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import Database from 'better-sqlite3';
+import { openSqliteStore } from '../../src/sqlite/sqliteStore.js';
+import { tempDir } from '../support/tempDir.js';
+
+const CHILD = fileURLToPath(new URL('./support/crashChild.ts', import.meta.url));
+
+/**
+ * The child runs 20+ times, so its start-up time matters: bundle it once with esbuild (which tsx
+ * brings) into plain JavaScript next to a `node_modules` link; fall back to tsx when that fails.
+ */
+function childCommand(dir: string): string[] {
+  const esbuild = resolve('node_modules/.bin/esbuild');
+  const out = resolve(dir, 'crashChild.mjs');
+  if (existsSync(esbuild)) {
+    const r = spawnSync(esbuild, [CHILD, '--bundle', '--platform=node', '--format=esm', '--target=node20', '--packages=external', `--outfile=${out}`, '--log-level=warning']);
+    if (r.status === 0) {
+      symlinkSync(resolve('node_modules'), resolve(dir, 'node_modules'), 'dir');
+      return [out];
+    }
+  }
+  return ['--import', 'tsx', CHILD];
+}
+
+interface Life {
+  killed: boolean;
+  done: boolean;
+  last: { delivered: number; duplicates: number; processed: number };
+}
+
+/** Runs the child once; SIGKILLs it `killAfterMs` after it reports `ready` (unless null). */
+function runChild(command: string[], args: string[], killAfterMs: number | null): Promise<Life> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [...command, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const life: Life = { killed: false, done: false, last: { delivered: 0, duplicates: 0, processed: 0 } };
+    let stderr = '';
+    let timer: NodeJS.Timeout | undefined;
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    createInterface({ input: child.stdout }).on('line', (line) => {
+      if (line === 'ready' && killAfterMs !== null) {
+        // The fault: a kill -9 at a random moment of the processing.
+        timer = setTimeout(() => {
+          life.killed = child.kill('SIGKILL');
+        }, killAfterMs);
+      } else if (line === 'done') life.done = true;
+      else if (line.startsWith('m ')) {
+        const [delivered, duplicates, processed] = line.slice(2).split(' ').map(Number);
+        life.last = { delivered: delivered!, duplicates: duplicates!, processed: processed! };
+      }
+    });
+    child.on('error', reject);
+    child.on('exit', (code, signal) => {
+      clearTimeout(timer);
+      if (signal === 'SIGKILL' || code === 0) resolve(life);
+      else reject(new Error(`child exited with ${code ?? signal}: ${stderr}`));
+    });
+  });
+}
+
+interface Outcome {
+  kills: number;
+  delivered: number;
+  duplicates: number;
+  lost: number;
+  doubled: number;
+  totalsMatch: boolean;
+  ledgerRows: number;
+}
+
+async function crashRun(mode: 'ledger' | 'blind', events: number, minKills: number): Promise<Outcome> {
+  const dir = tempDir('idem-crash-');
+  try {
+    const storePath = dir.file('store.db');
+    const targetPath = dir.file('target.db');
+    const blindPath = dir.file('blind.db');
+    const store = await openSqliteStore({ path: storePath, durability: 'normal' });
+    const expected = new Map<string, { total: number; events: number }>();
+    const streams = 200;
+    const perStream = events / streams;
+    try {
+      for (let s = 0; s < streams; s++) {
+        const stream = `invoice-${s}`;
+        const batch = Array.from({ length: perStream }, (_, i) => ({ type: 'invoice.line_added', data: { amount: 1 + ((s * 7 + i) % 13) } }));
+        await store.append(stream, batch);
+        expected.set(stream, { total: batch.reduce((x, e) => x + e.data.amount, 0), events: perStream });
+      }
+    } finally {
+      await store.close();
+    }
+    const args = mode === 'ledger' ? [storePath, targetPath, 'ledger'] : [storePath, targetPath, 'blind', blindPath];
+    const command = childCommand(dir.path);
+    let kills = 0;
+    let delivered = 0;
+    let duplicates = 0;
+    for (let life = 0; life < 500; life++) {
+      const killAfter = kills < minKills ? Math.floor(Math.random() * 30) : null;
+      const l = await runChild(command, args, killAfter);
+      if (l.killed && !l.done) kills++;
+      delivered += l.last.delivered;
+      duplicates += l.last.duplicates;
+      if (l.done) break;
+    }
+    const out = new Database(mode === 'ledger' ? targetPath : blindPath, { readonly: true });
+    const target = new Database(targetPath, { readonly: true });
+    try {
+      const rows = out.prepare('SELECT stream, total, events FROM invoice_status').all() as { stream: string; total: number; events: number }[];
+      const got = new Map(rows.map((r) => [r.stream, r]));
+      let lost = 0;
+      let doubled = 0;
+      let totalsMatch = true;
+      for (const [stream, want] of expected) {
+        const have = got.get(stream) ?? { total: 0, events: 0 };
+        lost += Math.max(0, want.events - have.events);
+        doubled += Math.max(0, have.events - want.events);
+        if (have.total !== want.total) totalsMatch = false;
+      }
+      const ledgerRows = (target.prepare(`SELECT count(DISTINCT key) AS n FROM idem_processed WHERE consumer = 'billing_v2'`).get() as { n: number }).n;
+      return { kills, delivered, duplicates, lost, doubled, totalsMatch, ledgerRows };
+    } finally {
+      out.close();
+      target.close();
+    }
+  } finally {
+    await dir.cleanup();
+  }
+}
+
+describe('consumer crash test (SIGKILL at random moments, SQLite store + SQLite target)', () => {
+  it('with the ledger in the output transaction: exactly-once totals, one ledger row per event', async () => {
+    const r = await crashRun('ledger', 20_000, 20);
+    console.log(
+      `# ledger: delivered=${r.delivered} (reported) duplicates=${r.duplicates} kills=${r.kills} lost=${r.lost} doubled=${r.doubled} ledger_rows=${r.ledgerRows}`,
+    );
+    assert.ok(r.kills >= 20, `killed ${r.kills} times`);
+    assert.equal(r.lost, 0);
+    assert.equal(r.doubled, 0);
+    assert.ok(r.totalsMatch, 'every invoice total equals the exactly-once total');
+    assert.equal(r.ledgerRows, 20_000);
+  });
+
+  it('with a blind counter outside the ledger transaction: the same kills double events (the test can fail)', async () => {
+    const r = await crashRun('blind', 4_000, 5);
+    console.log(`# blind: delivered=${r.delivered} (reported) duplicates=${r.duplicates} kills=${r.kills} lost=${r.lost} doubled=${r.doubled}`);
+    assert.ok(r.kills >= 5);
+    assert.equal(r.lost, 0);
+    assert.ok(r.doubled > 0, 'a kill between the blind write and the commit repeats the write');
+    assert.ok(!r.totalsMatch);
+  });
+});
