@@ -2,12 +2,14 @@ import type { Scenario } from '../types.js';
 import { consumerPostgres } from './consumerPostgres.js';
 import { consumerSqlite } from './consumerSqlite.js';
 import { postgresAppend } from './postgresAppend.js';
+import { redelivery } from './redelivery.js';
 import { sqliteAppend } from './sqliteAppend.js';
 
-/** Every scenario, in run order. */
+/** Every scenario, in run order (the numbering: 1, 2, 3, 4, 5, 6, 7). */
 export const SCENARIOS: readonly Scenario[] = [
   sqliteAppend,
   postgresAppend,
   consumerPostgres,
   consumerSqlite,
+  redelivery,
 ];
