@@ -1,0 +1,62 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import pg from 'pg';
+import { until } from '../support/until.js';
+import { pgTestContext } from './pgFixtures.js';
+
+const ctx = await pgTestContext();
+
+describe('postgres live wake-ups (LISTEN/NOTIFY)', { skip: ctx.skip }, () => {
+  it("another process's append reaches onAppend through NOTIFY, and again after the LISTEN connection is killed", async () => {
+    const a = await ctx.openStore();
+    const b = await ctx.openStore({ schema: a.schema, pollIntervalMs: 50 });
+    const heads: number[] = [];
+    const off = a.onAppend((h) => heads.push(h));
+    const admin = new pg.Client({ connectionString: ctx.db.connectionString });
+    await admin.connect();
+    try {
+      await until(() => a.listening, { message: 'the LISTEN connection' });
+      const started = process.hrtime.bigint();
+      const r1 = await b.append('note-1', [{ type: 't', data: 1 }, { type: 't', data: 2 }]);
+      await until(() => heads.includes(r1.lastPosition), { intervalMs: 1, message: 'the notification of the first append' });
+      console.log(`# notification heard ${(Number(process.hrtime.bigint() - started) / 1e6).toFixed(1)} ms after the append started`);
+
+      // Cut every LISTEN connection of the database: the store reconnects (polling meanwhile).
+      const killed = await admin.query(
+        `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND query ILIKE 'LISTEN%'`,
+      );
+      assert.ok((killed.rowCount ?? 0) >= 1, 'a LISTEN backend was terminated');
+      const r2 = await b.append('note-2', [{ type: 't', data: 3 }]);
+      await until(() => heads.includes(r2.lastPosition), { message: 'the append made while LISTEN was down' });
+      await until(() => a.listening, { message: 'the LISTEN connection to come back' });
+      const r3 = await b.append('note-3', [{ type: 't', data: 4 }]);
+      await until(() => heads.includes(r3.lastPosition), { message: 'the append after reconnecting' });
+      assert.deepEqual(heads, [...heads].sort((x, y) => x - y), 'heads are reported in increasing order');
+      assert.equal(new Set(heads).size, heads.length, 'each head is reported once');
+    } finally {
+      off();
+      await admin.end();
+      await b.close();
+      await a.close();
+    }
+  });
+
+  it('a live subscriber in one process receives an append made by another', async () => {
+    const a = await ctx.openStore();
+    const b = await ctx.openStore({ schema: a.schema });
+    const sub = await a.subscribe('live_v1', { from: 'end' });
+    try {
+      const it = sub[Symbol.asyncIterator]();
+      const first = await it.next();
+      assert.ok(!first.done && first.value.kind === 'caught_up');
+      const r = await b.append('live-1', [{ type: 'hello', data: null }]);
+      const next = await it.next();
+      assert.ok(!next.done && next.value.kind === 'events');
+      assert.deepEqual(next.value.events.map((e) => e.id), r.ids);
+    } finally {
+      await sub.close();
+      await b.close();
+      await a.close();
+    }
+  });
+});
