@@ -20,7 +20,7 @@ const upsert = target.db.prepare(
    ON CONFLICT (stream) DO UPDATE SET total = total + excluded.total, events = events + 1`,
 );
 // The blind counter: its own connection and file, autocommitted per event, outside the ledger's transaction.
-const blind = mode === 'blind' ? new Database(blindPath!) : null;
+const blind = mode === 'blind' ? new Database(blindPath) : null;
 blind?.pragma('journal_mode = WAL');
 blind?.exec(`CREATE TABLE IF NOT EXISTS invoice_status (stream TEXT PRIMARY KEY, total INTEGER NOT NULL, events INTEGER NOT NULL)`);
 const blindUpsert = blind?.prepare(
