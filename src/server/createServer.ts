@@ -1,4 +1,6 @@
 /** Builds the fastify app (not listening): routes, auth, error mapping, WebSocket subscriptions. */
+import { STATUS_CODES } from 'node:http';
+import type { Socket } from 'node:net';
 import websocket from '@fastify/websocket';
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import { IdemError, InvalidInputError } from '../core/errors.js';
@@ -72,11 +74,22 @@ export async function createServer(options: ServerOptions): Promise<IdemServer> 
       const internal = new IdemError('internal', 'internal server error');
       return reply.code(500).send(errorBody(internal));
     }
-    return reply.code(statusForCode(e.code)).send(errorBody(e));
+    const status = statusForCode(e.code);
+    if (req.headers.upgrade !== undefined) {
+      // A refused WebSocket upgrade: answer on the raw socket and end it, since no HTTP parser owns it any more.
+      refuseUpgrade(req.raw.socket, status, JSON.stringify(errorBody(e)));
+      return reply.hijack();
+    }
+    return reply.code(status).send(errorBody(e));
   });
-  app.setNotFoundHandler((req, reply) =>
-    reply.code(404).send(errorBody(new IdemError('not_found', `no route ${req.method} ${req.url.split('?')[0]}`, { what: 'route' }))),
-  );
+  app.setNotFoundHandler((req, reply) => {
+    const e = new IdemError('not_found', `no route ${req.method} ${req.url.split('?')[0]}`, { what: 'route' });
+    if (req.headers.upgrade !== undefined) {
+      refuseUpgrade(req.raw.socket, 404, JSON.stringify(errorBody(e)));
+      return reply.hijack();
+    }
+    return reply.code(404).send(errorBody(e));
+  });
 
   // Authentication runs before the body is read, so an unauthorised caller cannot make the server parse anything.
   app.addHook('onRequest', async (req) => {
@@ -145,6 +158,18 @@ export async function createServer(options: ServerOptions): Promise<IdemServer> 
       return closing;
     },
   };
+}
+
+function refuseUpgrade(socket: Socket, status: number, body: string): void {
+  if (socket.destroyed) return;
+  socket.end(
+    `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Error'}\r\n` +
+      'content-type: application/json; charset=utf-8\r\n' +
+      `content-length: ${Buffer.byteLength(body)}\r\n` +
+      'connection: close\r\n\r\n' +
+      body,
+  );
+  socket.destroySoon();
 }
 
 function pickStoreLimits(l: Partial<ServerLimits>): Partial<ServerLimits> {
