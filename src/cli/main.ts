@@ -12,6 +12,7 @@ import { registerConsumers } from './consumers.js';
 import { registerDlq } from './dlq.js';
 import { registerServe } from './serve.js';
 import { registerVerify } from './verify.js';
+import { registerBench } from './bench.js';
 
 export interface MainOptions {
   io?: Io;
@@ -60,6 +61,7 @@ export function buildProgram(ctx: CliContext): Command {
   registerDlq(program, ctx);
   registerServe(program, ctx);
   registerVerify(program, ctx);
+  registerBench(program, ctx);
   return program;
 }
 

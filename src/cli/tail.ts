@@ -3,7 +3,7 @@ import type { Command } from 'commander';
 import { isIdemError } from '../core/errors.js';
 import type { RecordedEvent } from '../core/event.js';
 import type { EventStore } from '../core/eventStore.js';
-import type { EventFilter } from '../core/filter.js';
+import { matchesFilter, type EventFilter } from '../core/filter.js';
 import type { CliContext } from './context.js';
 import { describeTarget, withStore, withStoreOptions, type StoreFlags, type StoreTarget } from './openStore.js';
 import { formatEvent, Output } from './output.js';
@@ -85,23 +85,24 @@ async function pollTail(
       after = e.position;
       n++;
     }
-    // Filtered-out events still move the head; skip past them so the next poll starts there.
     if (n < 500) {
-      const head = await store.headPosition();
-      if (n === 0 && head > after && Object.keys(run.filter).length > 0) after = await settledHead(store, after, head);
+      // Skip past events the filter does not want, so the next poll does not scan them again.
+      if (n === 0 && Object.keys(run.filter).length > 0) after = await skipUnwanted(store, after, run.filter);
       await sleep(run.interval, undefined, { signal }).catch(() => undefined);
     }
   }
 }
 
 /**
- * After an empty filtered read, the head may be moved past by unmatched events. Advancing `after` to
- * the head is only safe where positions commit in order, so it is left to the next read to prove:
- * read unfiltered up to the head and take the last position actually seen.
+ * The position just before the first event after `after` that the filter wants (or the last one read).
+ * An event that matches stops the skip even if it committed after the filtered read missed it.
  */
-async function settledHead(store: EventStore, after: number, head: number): Promise<number> {
+async function skipUnwanted(store: EventStore, after: number, filter: EventFilter): Promise<number> {
   let last = after;
-  for await (const e of store.readAll({ after, limit: head - after })) last = e.position;
+  for await (const e of store.readAll({ after, limit: 1000 })) {
+    if (matchesFilter(filter, e)) break;
+    last = e.position;
+  }
   return last;
 }
 

@@ -99,6 +99,7 @@ describe('idem append, read and events on the embedded store', () => {
       { args: ['events', '--after', '-1', '--db', db], stderr: /^idem: (usage|invalid_input): .*--after/m },
       { args: ['read', stream, '--lmit', '3', '--db', db], stderr: /^idem: usage: unknown option '--lmit'/m },
       { args: ['frobnicate'], stderr: /^idem: usage: unknown command 'frobnicate'/m },
+      { args: ['bench', '--bogus'], stderr: /^idem bench: Unknown option '--bogus'/m },
       { args: ['read', stream, '--db', db, '--postgres', 'postgres://x'], stderr: /^idem: usage: choose one of --db, --postgres and --url/m },
     ];
     const results = await Promise.all(cases.map((c) => idem(c.args)));
