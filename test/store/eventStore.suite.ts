@@ -28,7 +28,11 @@ export interface EventStoreSuiteOptions extends LargeReadOptions {
   skip?: string | false;
 }
 
-export function describeEventStore(name: string, makeStore: MakeStore, options: EventStoreSuiteOptions = {}): void {
+export function describeEventStore(
+  name: string,
+  makeStore: MakeStore,
+  options: EventStoreSuiteOptions = {},
+): void {
   describe(`EventStore contract: ${name}`, { skip: options.skip ?? false }, () => {
     appendTests(makeStore);
     idempotencyTests(makeStore);

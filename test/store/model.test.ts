@@ -16,7 +16,10 @@ import { tempDir } from '../support/tempDir.js';
 import { modelCommands, type AppendCmd, type Cmd } from './modelCommands.js';
 
 const RUNS = Number(process.env.IDEM_FC_RUNS ?? 200);
-const SEED = process.env.IDEM_FC_SEED === undefined ? Date.now() ^ (Math.random() * 0x7fffffff) : Number(process.env.IDEM_FC_SEED);
+const SEED =
+  process.env.IDEM_FC_SEED === undefined
+    ? Date.now() ^ (Math.random() * 0x7fffffff)
+    : Number(process.env.IDEM_FC_SEED);
 
 type Outcome = { ok: unknown } | { error: string; details?: unknown };
 
@@ -88,7 +91,11 @@ class IdMap {
   }
   translate(o: Outcome): Outcome {
     if (!('ok' in o)) return o;
-    return { ok: JSON.parse(JSON.stringify(o.ok), (_k, v: JsonValue) => (typeof v === 'string' ? (this.map.get(v) ?? v) : v)) as unknown };
+    return {
+      ok: JSON.parse(JSON.stringify(o.ok), (_k, v: JsonValue) =>
+        typeof v === 'string' ? (this.map.get(v) ?? v) : v,
+      ) as unknown,
+    };
   }
 }
 
@@ -110,8 +117,14 @@ async function step(cmd: Cmd, model: Runner, real: Runner, ids: IdMap): Promise<
       return [{ ok: as }, { ok: bs }];
     }
     case 'readStream': {
-      const o = { ...(cmd.fromVersion === undefined ? {} : { fromVersion: cmd.fromVersion }), ...(cmd.limit === undefined ? {} : { limit: cmd.limit }) };
-      return [await read(model.store.readStream(cmd.stream, o)), await read(real.store.readStream(cmd.stream, o))];
+      const o = {
+        ...(cmd.fromVersion === undefined ? {} : { fromVersion: cmd.fromVersion }),
+        ...(cmd.limit === undefined ? {} : { limit: cmd.limit }),
+      };
+      return [
+        await read(model.store.readStream(cmd.stream, o)),
+        await read(real.store.readStream(cmd.stream, o)),
+      ];
     }
     case 'readAll': {
       const o = {
@@ -124,7 +137,10 @@ async function step(cmd: Cmd, model: Runner, real: Runner, ids: IdMap): Promise<
     case 'head':
       return [{ ok: await model.store.headPosition() }, { ok: await real.store.headPosition() }];
     case 'version':
-      return [{ ok: await model.store.streamVersion(cmd.stream) }, { ok: await real.store.streamVersion(cmd.stream) }];
+      return [
+        { ok: await model.store.streamVersion(cmd.stream) },
+        { ok: await real.store.streamVersion(cmd.stream) },
+      ];
   }
 }
 
@@ -144,7 +160,11 @@ describe('model-based: SQLite store against the memory model', () => {
           try {
             for (const [i, cmd] of cmds.entries()) {
               const [a, b] = await step(cmd, model, real, ids);
-              assert.deepEqual(ids.translate(b), a, `command ${i} ${JSON.stringify(cmd)}: SQLite differs from the model`);
+              assert.deepEqual(
+                ids.translate(b),
+                a,
+                `command ${i} ${JSON.stringify(cmd)}: SQLite differs from the model`,
+              );
               if (cmd.kind === 'append' && 'ok' in a) appends++;
               else if (cmd.kind === 'append') failures++;
             }
@@ -164,8 +184,9 @@ describe('model-based: SQLite store against the memory model', () => {
     } finally {
       await dir.cleanup();
     }
-    console.log(`# model test: ${run} store files, ${appends} accepted and ${failures} refused single appends`);
+    console.log(
+      `# model test: ${run} store files, ${appends} accepted and ${failures} refused single appends`,
+    );
     assert.ok(appends > 0 && failures > 0, 'the commands exercised both accepted and refused appends');
   });
 });
-

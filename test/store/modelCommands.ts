@@ -39,9 +39,12 @@ const id: fc.Arbitrary<string | undefined> = fc.oneof(
   { weight: 2, arbitrary: fc.uuid() },
   { weight: 2, arbitrary: fc.constant(undefined) },
 );
-const metadata: fc.Arbitrary<JsonObject | undefined> = fc.option(fc.constantFrom<JsonObject>({ commandId: 'c1' }, { a: [1] }), {
-  nil: undefined,
-});
+const metadata: fc.Arbitrary<JsonObject | undefined> = fc.option(
+  fc.constantFrom<JsonObject>({ commandId: 'c1' }, { a: [1] }),
+  {
+    nil: undefined,
+  },
+);
 
 const event: fc.Arbitrary<NewEvent> = fc
   .record({ id, type: fc.constantFrom(...TYPES), data, meta: metadata })
@@ -63,12 +66,14 @@ const appendCmd: fc.Arbitrary<AppendCmd> = fc
     stream,
     events: fc.array(event, { minLength: 1, maxLength: 3 }),
     expected,
-    replay: fc.option(
-      fc.record({ index: fc.nat(), otherStream: fc.boolean(), changeData: fc.boolean() }),
-      { nil: undefined, freq: 4 },
-    ),
+    replay: fc.option(fc.record({ index: fc.nat(), otherStream: fc.boolean(), changeData: fc.boolean() }), {
+      nil: undefined,
+      freq: 4,
+    }),
   })
-  .map(({ replay, ...rest }) => (replay === undefined ? { kind: 'append', ...rest } : { kind: 'append', ...rest, replay }));
+  .map(({ replay, ...rest }) =>
+    replay === undefined ? { kind: 'append', ...rest } : { kind: 'append', ...rest, replay },
+  );
 
 const filter: fc.Arbitrary<EventFilter | undefined> = fc.option(
   fc
@@ -84,20 +89,30 @@ const filter: fc.Arbitrary<EventFilter | undefined> = fc.option(
   { nil: undefined },
 );
 
-const optionalNat = (max: number): fc.Arbitrary<number | undefined> => fc.option(fc.integer({ min: 0, max }), { nil: undefined });
+const optionalNat = (max: number): fc.Arbitrary<number | undefined> =>
+  fc.option(fc.integer({ min: 0, max }), { nil: undefined });
 const optionalLimit = fc.option(fc.integer({ min: 1, max: 6 }), { nil: undefined });
 
 export function modelCommands(): fc.Arbitrary<Cmd[]> {
   const cmd: fc.Arbitrary<Cmd> = fc.oneof(
     { weight: 8, arbitrary: appendCmd },
-    { weight: 2, arbitrary: fc.array(appendCmd, { minLength: 2, maxLength: 4 }).map((appends): Cmd => ({ kind: 'parallel', appends })) },
     {
       weight: 2,
-      arbitrary: fc.record({ stream, fromVersion: optionalNat(6), limit: optionalLimit }).map((r): Cmd => ({ kind: 'readStream', ...r })),
+      arbitrary: fc
+        .array(appendCmd, { minLength: 2, maxLength: 4 })
+        .map((appends): Cmd => ({ kind: 'parallel', appends })),
     },
     {
       weight: 2,
-      arbitrary: fc.record({ after: optionalNat(12), limit: optionalLimit, filter }).map((r): Cmd => ({ kind: 'readAll', ...r })),
+      arbitrary: fc
+        .record({ stream, fromVersion: optionalNat(6), limit: optionalLimit })
+        .map((r): Cmd => ({ kind: 'readStream', ...r })),
+    },
+    {
+      weight: 2,
+      arbitrary: fc
+        .record({ after: optionalNat(12), limit: optionalLimit, filter })
+        .map((r): Cmd => ({ kind: 'readAll', ...r })),
     },
     { weight: 1, arbitrary: fc.constant<Cmd>({ kind: 'head' }) },
     { weight: 1, arbitrary: stream.map((s): Cmd => ({ kind: 'version', stream: s })) },

@@ -6,7 +6,11 @@ for (const durability of ['full', 'normal'] as const satisfies readonly Durabili
   describeEventStore(`sqlite (durability ${durability})`, async ({ limits } = {}) => {
     const dir = tempDir();
     try {
-      const store = await openSqliteStore({ path: dir.file('events.db'), durability, ...(limits ? { limits } : {}) });
+      const store = await openSqliteStore({
+        path: dir.file('events.db'),
+        durability,
+        ...(limits ? { limits } : {}),
+      });
       return {
         store,
         cleanup: async () => {

@@ -16,7 +16,10 @@ describe('test support helpers', () => {
   });
 
   it('until rejects naming what it waited for', async () => {
-    await assert.rejects(until(() => false, { timeoutMs: 30, message: 'the moon' }), /waiting for the moon/);
+    await assert.rejects(
+      until(() => false, { timeoutMs: 30, message: 'the moon' }),
+      /waiting for the moon/,
+    );
   });
 
   it('tempDir creates an empty directory and removes it', async () => {
@@ -57,7 +60,9 @@ describe('postgres test databases', { skip: pgSkip }, () => {
       await db.drop();
     }
     if (process.env.IDEM_KEEP_TEST_DATA !== '1') {
-      const client = new pg.Client({ connectionString: process.env.IDEM_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres' });
+      const client = new pg.Client({
+        connectionString: process.env.IDEM_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres',
+      });
       await client.connect();
       try {
         const r = await client.query('select 1 from pg_database where datname = $1', [db.name]);
@@ -75,7 +80,9 @@ describe('postgres test databases', { skip: pgSkip }, () => {
     try {
       await client.query(`create table "${s.schema}".t (x int)`);
       await s.drop();
-      const r = await client.query('select 1 from information_schema.schemata where schema_name = $1', [s.schema]);
+      const r = await client.query('select 1 from information_schema.schemata where schema_name = $1', [
+        s.schema,
+      ]);
       assert.equal(r.rowCount, process.env.IDEM_KEEP_TEST_DATA === '1' ? 1 : 0);
     } finally {
       await client.end();

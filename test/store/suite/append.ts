@@ -72,10 +72,7 @@ export function appendTests(make: MakeStore): void {
       withStore(make, async (store) => {
         const stream = randomStream();
         const r1 = await store.append(stream, events(3));
-        assert.deepEqual(
-          [r1.version, r1.firstPosition, r1.lastPosition],
-          [3, 1, 3],
-        );
+        assert.deepEqual([r1.version, r1.firstPosition, r1.lastPosition], [3, 1, 3]);
         const r2 = await store.append(stream, events(2, 'x', 3));
         assert.deepEqual([r2.version, r2.firstPosition, r2.lastPosition], [5, 4, 5]);
         const read = await collect(store.readStream(stream));
@@ -137,7 +134,13 @@ export function appendTests(make: MakeStore): void {
           [1, 'two', null, { three: [3] }],
           { nested: { deep: { deeper: [{ k: 'v' }] } }, 'key with spaces': 1, '': 'empty key' },
         ];
-        const metadata = { commandId: randomUUID(), correlationId: 'c-1', causationId: 'x', tags: ['a', 'b'], n: 1.5 };
+        const metadata = {
+          commandId: randomUUID(),
+          correlationId: 'c-1',
+          causationId: 'x',
+          tags: ['a', 'b'],
+          n: 1.5,
+        };
         await store.append(
           stream,
           payloads.map((data) => ({ type: 'payload', data, metadata })),
@@ -160,7 +163,11 @@ export function appendTests(make: MakeStore): void {
         assert.equal(JSON.stringify(e.data), '{"z":0,"list":[0,1e-7],"__proto__":{"x":1}}');
         const read = e.data as { z: number; list: number[] };
         assert.ok(Object.is(read.z, 0) && Object.is(read.list[0], 0), '-0 reads back as 0');
-        assert.equal(Object.getPrototypeOf(read), Object.prototype, 'a "__proto__" key does not replace the prototype');
+        assert.equal(
+          Object.getPrototypeOf(read),
+          Object.prototype,
+          'a "__proto__" key does not replace the prototype',
+        );
         assert.ok(Object.is(e.metadata.m, 0));
       }));
 

@@ -41,7 +41,12 @@ export async function collect<T>(iterable: AsyncIterable<T>): Promise<T[]> {
 }
 
 /** Calls `append` with input the types would refuse, as untyped callers (JS, HTTP) can. */
-export function appendRaw(store: EventStore, stream: unknown, events: unknown, options?: unknown): Promise<unknown> {
+export function appendRaw(
+  store: EventStore,
+  stream: unknown,
+  events: unknown,
+  options?: unknown,
+): Promise<unknown> {
   return store.append(stream as string, events as NewEvent[], options as AppendOptions);
 }
 
@@ -77,18 +82,29 @@ export async function rejectsWith(
     caught = err;
   }
   assert.ok(caught !== undefined, `expected a ${code} error, but the call succeeded`);
-  assert.ok(isCoded(caught), `expected an error with a code, got ${caught instanceof Error ? caught.stack : JSON.stringify(caught)}`);
+  assert.ok(
+    isCoded(caught),
+    `expected an error with a code, got ${caught instanceof Error ? caught.stack : JSON.stringify(caught)}`,
+  );
   assert.equal(caught.code, code, `expected code ${code}, got ${caught.code}: ${caught.message}`);
   const details = caught.details ?? {};
   if (field !== undefined) {
     assert.equal(details.field, field, `expected field ${field} in: ${caught.message}`);
-    assert.ok(caught.message.includes(field), `the message should name the field ${field}: ${caught.message}`);
+    assert.ok(
+      caught.message.includes(field),
+      `the message should name the field ${field}: ${caught.message}`,
+    );
   }
   return { code: caught.code, message: caught.message, details };
 }
 
 /** Asserts the store holds exactly `count` events in total and `stream` is at `version`. */
-export async function assertUnchanged(store: EventStore, count: number, stream?: string, version = 0): Promise<void> {
+export async function assertUnchanged(
+  store: EventStore,
+  count: number,
+  stream?: string,
+  version = 0,
+): Promise<void> {
   assert.equal(await store.headPosition(), count, 'head position');
   assert.equal((await collect(store.readAll())).length, count, 'events in readAll');
   if (stream !== undefined) {

@@ -37,8 +37,14 @@ export function expectedVersionTests(make: MakeStore): void {
             assert.equal(err.details.stream, stream);
             assert.equal(err.details.expected, expected);
             assert.equal(err.details.actual, actual);
-            assert.ok(err.message.includes(String(expected)), `message names the expected version: ${err.message}`);
-            assert.ok(err.message.includes(String(actual)), `message names the actual version: ${err.message}`);
+            assert.ok(
+              err.message.includes(String(expected)),
+              `message names the expected version: ${err.message}`,
+            );
+            assert.ok(
+              err.message.includes(String(actual)),
+              `message names the actual version: ${err.message}`,
+            );
             await assertUnchanged(store, actual, stream, actual);
           }
         }));
@@ -66,7 +72,11 @@ export function expectedVersionTests(make: MakeStore): void {
       it(`expectedVersion ${Number.isNaN(bad) ? 'NaN' : JSON.stringify(bad)} is invalid_input`, () =>
         withStore(make, async (store) => {
           const stream = randomStream();
-          await rejectsWith(appendRaw(store, stream, events(1), { expectedVersion: bad }), 'invalid_input', 'expectedVersion');
+          await rejectsWith(
+            appendRaw(store, stream, events(1), { expectedVersion: bad }),
+            'invalid_input',
+            'expectedVersion',
+          );
           await assertUnchanged(store, 0, stream, 0);
         }));
     }
@@ -128,7 +138,9 @@ export function expectedVersionTests(make: MakeStore): void {
       withStore(make, async (store) => {
         const stream = randomStream();
         const b = events(3).map((e) => ({ ...e, id: randomUUID() }));
-        const results = await Promise.all(Array.from({ length: 8 }, () => store.append(stream, structuredClone(b))));
+        const results = await Promise.all(
+          Array.from({ length: 8 }, () => store.append(stream, structuredClone(b))),
+        );
         assert.equal(results.filter((r) => !r.duplicate).length, 1, 'exactly one original');
         for (const r of results) {
           assert.deepEqual({ ...r, duplicate: false }, { ...results[0]!, duplicate: false });

@@ -94,7 +94,10 @@ export function idempotencyTests(make: MakeStore): void {
       ['other data', (e: NewEvent): NewEvent => ({ ...e, data: { other: true } })],
       ['another type', (e: NewEvent): NewEvent => ({ ...e, type: 'order.cancelled' })],
       ['other metadata', (e: NewEvent): NewEvent => ({ ...e, metadata: { commandId: 'cmd-2' } })],
-      ['no metadata where there was some', (e: NewEvent): NewEvent => ({ id: e.id!, type: e.type, data: e.data })],
+      [
+        'no metadata where there was some',
+        (e: NewEvent): NewEvent => ({ id: e.id!, type: e.type, data: e.data }),
+      ],
     ] as const) {
       it(`the same id with ${what} is idempotency_conflict and writes nothing`, () =>
         withStore(make, async (store) => {

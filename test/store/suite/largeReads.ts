@@ -30,7 +30,8 @@ export function largeReadTests(make: MakeStore, { largeReadEvents = 20_000 }: La
         assert.equal(expected - 1, largeReadEvents);
         expected = 1;
         for await (const e of store.readStream(stream)) {
-          if (e.version !== expected) assert.equal(e.version, expected, 'readStream versions are contiguous from 1');
+          if (e.version !== expected)
+            assert.equal(e.version, expected, 'readStream versions are contiguous from 1');
           expected++;
         }
         assert.equal(expected - 1, largeReadEvents);
@@ -63,7 +64,11 @@ export function largeReadTests(make: MakeStore, { largeReadEvents = 20_000 }: La
           seen.push(r.value.position);
         }
         const firstPart = seen.slice(0, largeReadEvents);
-        assert.equal(firstPart.length, largeReadEvents, 'the paused read still yields every event that was there');
+        assert.equal(
+          firstPart.length,
+          largeReadEvents,
+          'the paused read still yields every event that was there',
+        );
         assert.ok(
           firstPart.every((p, i) => p === i + 1),
           'in order, without gaps or repeats',

@@ -62,7 +62,11 @@ export function readTests(make: MakeStore): void {
     ] as const) {
       it(`${what} is invalid_input`, () =>
         withStore(make, async (store) => {
-          await rejectsWith(collect(store.readStream(stream, options as ReadStreamOptions)), 'invalid_input', field);
+          await rejectsWith(
+            collect(store.readStream(stream, options as ReadStreamOptions)),
+            'invalid_input',
+            field,
+          );
         }));
     }
   });
@@ -87,7 +91,9 @@ export function readTests(make: MakeStore): void {
         const a = randomStream();
         const b = randomStream();
         await store.append(a, events(2));
-        await store.append(b, [{ type: 'x', data: { deep: [1, { two: 2 }] }, metadata: { correlationId: 'c' } }]);
+        await store.append(b, [
+          { type: 'x', data: { deep: [1, { two: 2 }] }, metadata: { correlationId: 'c' } },
+        ]);
         await store.append(a, events(1));
         const all = await collect(store.readAll());
         const byStream = [...(await collect(store.readStream(a))), ...(await collect(store.readStream(b)))];
@@ -120,8 +126,16 @@ export function readTests(make: MakeStore): void {
         assert.deepEqual(await at({ categories: [loose] }), [5]);
         assert.deepEqual(await at({ streamPrefixes: [inv] }), [1, 3, 4, 5]);
         assert.deepEqual(await at({ streamPrefixes: [inv1] }), [1, 4]);
-        assert.deepEqual(await at({ categories: [ord], streamPrefixes: [inv2] }), [2, 3, 6], 'categories OR prefixes');
-        assert.deepEqual(await at({ types: ['invoice.paid'], categories: [inv, ord] }), [4, 6], 'types AND streams');
+        assert.deepEqual(
+          await at({ categories: [ord], streamPrefixes: [inv2] }),
+          [2, 3, 6],
+          'categories OR prefixes',
+        );
+        assert.deepEqual(
+          await at({ types: ['invoice.paid'], categories: [inv, ord] }),
+          [4, 6],
+          'types AND streams',
+        );
         assert.deepEqual(await at({ types: ['nothing.matches'] }), []);
         assert.deepEqual(await at({}), [1, 2, 3, 4, 5, 6], 'an empty filter matches everything');
         assert.deepEqual(await at({ types: [] }), [1, 2, 3, 4, 5, 6], 'an empty list does not constrain');

@@ -2,7 +2,15 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { ErrorCode } from '../../../src/core/errors.js';
 import { randomStream } from '../../support/names.js';
-import { appendRaw, assertUnchanged, collect, events, rejectsWith, withStore, type MakeStore } from './context.js';
+import {
+  appendRaw,
+  assertUnchanged,
+  collect,
+  events,
+  rejectsWith,
+  withStore,
+  type MakeStore,
+} from './context.js';
 
 const MIB = 1024 * 1024;
 
@@ -35,17 +43,47 @@ const badCases: BadCase[] = [
   ['an event with an unknown field', 'VALID', [{ ...ok, stream: 'x' }], 'invalid_input', 'events[0].stream'],
   ['a missing type', 'VALID', [{ data: 1 }], 'invalid_input', 'events[0].type'],
   ['an empty type', 'VALID', [{ type: '', data: 1 }], 'invalid_input', 'events[0].type'],
-  ['a type of 257 characters', 'VALID', [{ type: 't'.repeat(257), data: 1 }], 'invalid_input', 'events[0].type'],
+  [
+    'a type of 257 characters',
+    'VALID',
+    [{ type: 't'.repeat(257), data: 1 }],
+    'invalid_input',
+    'events[0].type',
+  ],
   ['a type that is not a string', 'VALID', [{ type: 7, data: 1 }], 'invalid_input', 'events[0].type'],
-  ['a type with a control character', 'VALID', [{ type: 'a\u0007b', data: 1 }], 'invalid_input', 'events[0].type'],
+  [
+    'a type with a control character',
+    'VALID',
+    [{ type: 'a\u0007b', data: 1 }],
+    'invalid_input',
+    'events[0].type',
+  ],
   ['missing data', 'VALID', [{ type: 't' }], 'invalid_input', 'events[0].data'],
   ['undefined data', 'VALID', [{ type: 't', data: undefined }], 'invalid_input', 'events[0].data'],
   ['a function as data', 'VALID', [{ type: 't', data: () => 1 }], 'invalid_input', 'events[0].data'],
-  ['a nested function in data', 'VALID', [{ type: 't', data: { a: { f: () => 1 } } }], 'invalid_input', 'events[0].data'],
+  [
+    'a nested function in data',
+    'VALID',
+    [{ type: 't', data: { a: { f: () => 1 } } }],
+    'invalid_input',
+    'events[0].data',
+  ],
   ['a cycle in data', 'VALID', [{ type: 't', data: cyclic() }], 'invalid_input', 'events[0].data'],
   ['a BigInt in data', 'VALID', [{ type: 't', data: { n: 10n } }], 'invalid_input', 'events[0].data'],
-  ['undefined inside data', 'VALID', [{ type: 't', data: { a: undefined } }], 'invalid_input', 'events[0].data'],
-  ['undefined in a data array', 'VALID', [{ type: 't', data: [1, undefined] }], 'invalid_input', 'events[0].data'],
+  [
+    'undefined inside data',
+    'VALID',
+    [{ type: 't', data: { a: undefined } }],
+    'invalid_input',
+    'events[0].data',
+  ],
+  [
+    'undefined in a data array',
+    'VALID',
+    [{ type: 't', data: [1, undefined] }],
+    'invalid_input',
+    'events[0].data',
+  ],
   ['NaN in data', 'VALID', [{ type: 't', data: { n: Number.NaN } }], 'invalid_input', 'events[0].data'],
   ['Infinity in data', 'VALID', [{ type: 't', data: [Infinity] }], 'invalid_input', 'events[0].data'],
   ['a symbol in data', 'VALID', [{ type: 't', data: { s: Symbol('x') } }], 'invalid_input', 'events[0].data'],
@@ -53,13 +91,31 @@ const badCases: BadCase[] = [
   ['a Map as data', 'VALID', [{ type: 't', data: new Map() }], 'invalid_input', 'events[0].data'],
   ['metadata that is an array', 'VALID', [{ ...ok, metadata: [1] }], 'invalid_input', 'events[0].metadata'],
   ['metadata that is a string', 'VALID', [{ ...ok, metadata: 'm' }], 'invalid_input', 'events[0].metadata'],
-  ['a function in metadata', 'VALID', [{ ...ok, metadata: { f: () => 1 } }], 'invalid_input', 'events[0].metadata'],
+  [
+    'a function in metadata',
+    'VALID',
+    [{ ...ok, metadata: { f: () => 1 } }],
+    'invalid_input',
+    'events[0].metadata',
+  ],
   ['a BigInt in metadata', 'VALID', [{ ...ok, metadata: { n: 1n } }], 'invalid_input', 'events[0].metadata'],
   ['a malformed id', 'VALID', [{ ...ok, id: 'not-a-uuid' }], 'invalid_input', 'events[0].id'],
   ['an empty id', 'VALID', [{ ...ok, id: '' }], 'invalid_input', 'events[0].id'],
-  ['an id in braces', 'VALID', [{ ...ok, id: '{6f9619ff-8b86-d011-b42d-00cf4fc964ff}' }], 'invalid_input', 'events[0].id'],
+  [
+    'an id in braces',
+    'VALID',
+    [{ ...ok, id: '{6f9619ff-8b86-d011-b42d-00cf4fc964ff}' }],
+    'invalid_input',
+    'events[0].id',
+  ],
   ['a numeric id', 'VALID', [{ ...ok, id: 12345 }], 'invalid_input', 'events[0].id'],
-  ['an id one character short', 'VALID', [{ ...ok, id: '6f9619ff-8b86-d011-b42d-00cf4fc964f' }], 'invalid_input', 'events[0].id'],
+  [
+    'an id one character short',
+    'VALID',
+    [{ ...ok, id: '6f9619ff-8b86-d011-b42d-00cf4fc964f' }],
+    'invalid_input',
+    'events[0].id',
+  ],
   ['an event over 1 MiB', 'VALID', [{ type: 't', data: 'x'.repeat(MIB) }], 'too_large', 'events[0]'],
   [
     'an event whose data and metadata together exceed 1 MiB',
@@ -129,7 +185,11 @@ export function validationTests(make: MakeStore): void {
           await store.append(stream, events(3));
           await rejectsWith(store.append(stream, events(4)), 'invalid_input', 'events');
           await store.append(stream, [{ type: 't', data: 'x'.repeat(96) }]); // 98 + 2 bytes
-          await rejectsWith(store.append(stream, [{ type: 't', data: 'x'.repeat(97) }]), 'too_large', 'events[0]');
+          await rejectsWith(
+            store.append(stream, [{ type: 't', data: 'x'.repeat(97) }]),
+            'too_large',
+            'events[0]',
+          );
           await assertUnchanged(store, 4, stream, 4);
         },
         { limits: { maxEventBytes: 100, maxAppendEvents: 3 } },
@@ -139,7 +199,11 @@ export function validationTests(make: MakeStore): void {
       withStore(make, async (store) => {
         const stream = randomStream();
         await store.append(stream, events(2));
-        await rejectsWith(appendRaw(store, stream, [ok, { type: 't', data: () => 1 }]), 'invalid_input', 'events[1].data');
+        await rejectsWith(
+          appendRaw(store, stream, [ok, { type: 't', data: () => 1 }]),
+          'invalid_input',
+          'events[1].data',
+        );
         await rejectsWith(store.append(stream, events(1), { expectedVersion: 5 }), 'wrong_expected_version');
         const r = await store.append(stream, events(1));
         assert.deepEqual([r.version, r.firstPosition], [3, 3]);
