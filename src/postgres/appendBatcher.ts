@@ -1,6 +1,7 @@
 import type { Pool } from 'pg';
 import type { ExpectedVersion } from '../core/expectedVersion.js';
 import type { PreparedEvent } from '../core/validation.js';
+import { isConnectionFault } from './connectionFaults.js';
 
 /** What `append_batch` decided for one append. */
 export type BatchOutcome =
@@ -57,8 +58,10 @@ export class AppendBatcher {
           const outcomes = await this.run(batch);
           batch.forEach((p, i) => p.resolve(outcomes[i]!));
         } catch (err) {
-          if (batch.length === 1) {
-            batch[0]!.reject(err);
+          // A lost connection leaves every append of the batch with an unknown outcome: each caller
+          // retries its own (and so learns that the outcome was unknown).
+          if (batch.length === 1 || isConnectionFault(err)) {
+            for (const p of batch) p.reject(err);
             continue;
           }
           // Find the culprit: every append alone.

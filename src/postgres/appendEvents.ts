@@ -17,6 +17,8 @@ export interface AppendContext {
   limits: StoreLimits;
   retry: RetryOptions;
   batcher: AppendBatcher;
+  /** Hears every connection fault an append retries after. */
+  onFault?: () => void;
 }
 
 /**
@@ -63,6 +65,7 @@ export async function appendEvents(
     ctx.retry,
     () => {
       outcomeUnknown = true;
+      ctx.onFault?.();
     },
   );
 }

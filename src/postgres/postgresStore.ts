@@ -52,6 +52,7 @@ export class PostgresEventStore implements EventStore {
   private readonly pageSize: number;
   private readonly batcher: AppendBatcher;
   private closed = false;
+  private faults = 0;
 
   private readonly subscriptions: SubscriptionService;
   readonly consumers: ConsumerAdmin;
@@ -85,7 +86,7 @@ export class PostgresEventStore implements EventStore {
   async append(stream: string, events: NewEvent[], options: AppendOptions = {}): Promise<AppendResult> {
     this.assertOpen();
     const result = await appendEvents(
-      { pool: this.pool, s: this.s, limits: this.limits, retry: this.retry, batcher: this.batcher },
+      { pool: this.pool, s: this.s, limits: this.limits, retry: this.retry, batcher: this.batcher, onFault: this.countFault },
       stream,
       events,
       options,
@@ -176,9 +177,18 @@ export class PostgresEventStore implements EventStore {
 
   /** Runs one statement on the pool, retried on a fresh connection after a connection fault. */
   async query<R extends object>(sql: string, params: unknown[] = []): Promise<R[]> {
-    const r = await withReconnect(() => this.pool.query<R>(sql, params), this.retry);
+    const r = await withReconnect(() => this.pool.query<R>(sql, params), this.retry, this.countFault);
     return r.rows;
   }
+
+  /** How many connection faults appends and reads of this store recovered from (retried). */
+  get connectionFaults(): number {
+    return this.faults;
+  }
+
+  private readonly countFault = (): void => {
+    this.faults++;
+  };
 
   private assertOpen(): void {
     if (this.closed) throw new ClosedError('postgres store');

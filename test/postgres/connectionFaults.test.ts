@@ -82,7 +82,11 @@ describe('postgres store: connection faults', { skip: ctx.skip }, () => {
       }
       const lost = [...acknowledged.keys()].filter((id) => !seen.has(id)).length;
       const doubled = [...seen.values()].filter((n) => n > 1).length;
-      console.log(`# acknowledged ${acknowledged.size}, stored ${seen.size}, lost ${lost}, doubled ${doubled}, out of order ${outOfOrder}, failed appends ${failures}`);
+      console.log(
+        `# acknowledged ${acknowledged.size}, stored ${seen.size}, lost ${lost}, doubled ${doubled}, out of order ${outOfOrder}, ` +
+          `failed appends ${failures}, faults recovered ${store.connectionFaults}`,
+      );
+      assert.ok(store.connectionFaults > 0, 'some statements were cut by the killer and retried');
       assert.equal(failures, 0);
       assert.equal(lost, 0);
       assert.equal(doubled, 0);
