@@ -8,15 +8,19 @@ import { pgTestContext } from './pgFixtures.js';
 
 const ctx = await pgTestContext();
 
-/** Terminates every other backend of the test database, over and over, until stopped. Counts kills. */
-function startKiller(): { stop: () => Promise<number> } {
+/**
+ * Terminates every other client backend of the test database, in `rounds` rounds about 150 ms apart
+ * (bounded, so that a slow machine still gets its appends through between rounds), or until stopped.
+ * Counts the backends it terminated.
+ */
+function startKiller(rounds = 15): { stop: () => Promise<number> } {
   let running = true;
   let kills = 0;
   const done = (async () => {
     const client = new pg.Client({ connectionString: ctx.db.connectionString });
     await client.connect();
     try {
-      while (running) {
+      for (let round = 0; running && round < rounds; round++) {
         const r = await client.query<{ killed: boolean }>(
           `SELECT pg_terminate_backend(pid) AS killed FROM pg_stat_activity
             WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'`,
