@@ -38,8 +38,8 @@ export async function openRemoteSubscription(
       throw new InvalidInputError(key, 'must be an integer >= 1');
     }
   }
-  options.signal?.throwIfAborted();
-  const request: SubscribeRequest = { type: 'subscribe', sub: SUB, consumer, filter, req: 0 };
+  if (options.signal?.aborted) throw new ClosedError(`subscription of consumer "${consumer}"`);
+  const request: SubscribeRequest = { type: 'subscribe', sub: SUB, consumer, filter, credit: 0, req: 0 };
   if (from !== undefined) request.from = from;
   if (options.standby !== undefined) request.standby = options.standby;
   if (options.maxInFlight !== undefined) request.maxInFlight = options.maxInFlight;
@@ -59,7 +59,8 @@ export async function openRemoteSubscription(
       socket.terminate();
       reject(err);
     };
-    const onAbort = (): void => fail(options.signal?.reason instanceof Error ? options.signal.reason : new ClosedError('subscription'));
+    // As with an embedded store: an aborted (standby) subscribe ends with `closed`.
+    const onAbort = (): void => fail(new ClosedError(`subscription of consumer "${consumer}"`));
     options.signal?.addEventListener('abort', onAbort, { once: true });
     socket.on('unexpected-response', (_req, res) => {
       let body = '';
@@ -112,6 +113,8 @@ export class RemoteSubscription implements Subscription {
   private readonly pending = new Map<number, Pending>();
   private nextReq = 1;
   private closing: Promise<void> | null = null;
+  /** A `more` was sent and its message has not arrived yet. */
+  private asked = false;
   private lastSeen = Date.now();
   private readonly watchdog: NodeJS.Timeout;
   private readonly socketClosed: Promise<void>;
@@ -144,26 +147,17 @@ export class RemoteSubscription implements Subscription {
 
   async park(position: number, info: ParkInfo): Promise<void> {
     validatePosition(position, 'position');
-    if (!info || typeof info.reason !== 'string' || info.reason.length === 0) {
-      throw new InvalidInputError('reason', 'must be a non-empty string');
-    }
-    const msg: ClientMessage = { type: 'park', sub: SUB, position, reason: info.reason };
-    if (info.error) msg.error = plainError(info.error);
-    if (info.attempts !== undefined) msg.attempts = info.attempts;
-    return this.request(msg);
+    return this.request({ type: 'park', sub: SUB, position, info: wireInfo(info) as ParkInfo });
   }
 
-  fail(info: FailureInfo): Promise<void> {
-    const msg: ClientMessage = { type: 'fail', sub: SUB, error: plainError(info.error) };
-    if (info.event) {
-      const { id, stream, version, position, type } = info.event;
-      msg.event = { id, stream, version, position, type };
-    }
-    return this.request(msg);
+  async fail(info: FailureInfo): Promise<void> {
+    return this.request({ type: 'fail', sub: SUB, info: wireInfo(info) as FailureInfo });
   }
 
   close(): Promise<void> {
     this.closing ??= (async () => {
+      this.wake?.();
+      this.wake = null;
       if (this.socket.readyState === WebSocket.OPEN) {
         const unsubscribed = this.request({ type: 'unsubscribe', sub: SUB }).catch(() => undefined);
         await Promise.race([unsubscribed, this.socketClosed, timeout(5_000)]);
@@ -180,11 +174,18 @@ export class RemoteSubscription implements Subscription {
     return {
       next: async (): Promise<IteratorResult<SubscriptionMessage>> => {
         for (;;) {
+          if (this.closing) return { value: undefined, done: true };
           const m = this.queue.shift();
           if (m) return { value: m, done: false };
           if (this.ended) {
             if (this.endError) throw this.endError;
             return { value: undefined, done: true };
+          }
+          // Pull mode: ask for one message only when the caller wants one, as an embedded subscription
+          // reads the store only when iterated (so a park is applied before the next batch is read).
+          if (!this.asked) {
+            this.asked = true;
+            this.socket.send(JSON.stringify({ type: 'more', sub: SUB, messages: 1 } satisfies ClientMessage));
           }
           await new Promise<void>((resolve) => (this.wake = resolve));
         }
@@ -267,6 +268,7 @@ export class RemoteSubscription implements Subscription {
   }
 
   private push(m: SubscriptionMessage): void {
+    this.asked = false;
     if (this.ended) return;
     this.queue.push(m);
     this.wake?.();
@@ -283,10 +285,21 @@ export class RemoteSubscription implements Subscription {
   }
 }
 
-function plainError(e: { name?: string; message: string; stack?: string }): { name?: string; message: string; stack?: string } {
-  const out: { name?: string; message: string; stack?: string } = { message: String(e.message) };
-  if (e.name !== undefined) out.name = String(e.name);
-  if (e.stack !== undefined) out.stack = String(e.stack);
+/**
+ * The info object as JSON will carry it: an `Error` in `error` keeps its name, message and stack
+ * (which JSON.stringify would drop, as they are not own enumerable properties). Anything else is sent
+ * as is, for the server to check and name the offending field.
+ */
+function wireInfo(info: unknown): unknown {
+  if (info === null || typeof info !== 'object') return info;
+  const out: Record<string, unknown> = { ...(info as Record<string, unknown>) };
+  const e = out.error;
+  if (e !== null && typeof e === 'object') {
+    const err = e as { name?: unknown; message?: unknown; stack?: unknown };
+    const plain: Record<string, unknown> = { ...(e as Record<string, unknown>) };
+    for (const key of ['name', 'message', 'stack'] as const) if (err[key] !== undefined) plain[key] = err[key];
+    out.error = plain;
+  }
   return out;
 }
 

@@ -5,7 +5,7 @@
 import type { ErrorCode } from '../core/errors.js';
 import type { RecordedEvent } from '../core/event.js';
 import type { EventFilter } from '../core/filter.js';
-import type { StartFrom } from '../core/subscription.js';
+import type { FailureInfo, ParkInfo, StartFrom } from '../core/subscription.js';
 
 /** A request id chosen by the client; the server echoes it in the `ok` or `error` reply. */
 export type RequestId = string | number;
@@ -30,7 +30,19 @@ export interface SubscribeRequest {
   batchSize?: number;
   leaseTtlMs?: number;
   owner?: string;
+  /**
+   * Pull mode: how many messages (`events` or `caught_up`) the server may send before the client asks
+   * for more with `more`. Omitted: no message limit (delivery is still bounded by `maxInFlight`).
+   */
+  credit?: number;
   req?: RequestId;
+}
+
+/** Pull mode: allows the server to send `messages` more messages for the subscription. */
+export interface MoreRequest {
+  type: 'more';
+  sub: string;
+  messages: number;
 }
 
 export interface AckRequest {
@@ -44,17 +56,14 @@ export interface ParkRequest {
   type: 'park';
   sub: string;
   position: number;
-  reason: string;
-  error?: { name?: string; message: string; stack?: string };
-  attempts?: number;
+  info: ParkInfo;
   req?: RequestId;
 }
 
 export interface FailRequest {
   type: 'fail';
   sub: string;
-  error: { name?: string; message: string; stack?: string };
-  event?: Pick<RecordedEvent, 'id' | 'stream' | 'version' | 'position' | 'type'>;
+  info: FailureInfo;
   req?: RequestId;
 }
 
@@ -69,7 +78,7 @@ export interface PingRequest {
   req?: RequestId;
 }
 
-export type ClientMessage = SubscribeRequest | AckRequest | ParkRequest | FailRequest | UnsubscribeRequest | PingRequest;
+export type ClientMessage = SubscribeRequest | MoreRequest | AckRequest | ParkRequest | FailRequest | UnsubscribeRequest | PingRequest;
 
 // ---- server -> client ----
 

@@ -6,6 +6,7 @@
 import type { WebSocket, RawData } from 'ws';
 import { IdemError, InvalidInputError } from '../core/errors.js';
 import type { EventStore } from '../core/eventStore.js';
+import { normalizeFilter } from '../core/filter.js';
 import type { SubscribeOptions, Subscription } from '../core/subscription.js';
 import { requireFilterWithin, requireScope } from './access.js';
 import { toIdemError, wireError } from './httpErrors.js';
@@ -34,6 +35,10 @@ interface ActiveSub {
   chain: Promise<unknown>;
   pump: Promise<void> | null;
   endReason: string | null;
+  /** Messages the client still allows (pull mode); Infinity when it did not ask for pull mode. */
+  credit: number;
+  /** Wakes a pump waiting for credit (or for the end). */
+  wakePump: (() => void) | null;
 }
 
 export class SubscriptionConnection {
@@ -102,7 +107,7 @@ export class SubscriptionConnection {
         throw new InvalidInputError('message', 'must be valid JSON');
       }
       if (nestsDeeperThan(raw, 32)) throw new InvalidInputError('message', 'must not nest deeper than 32 levels');
-      const msg = parseWith(clientMessageSchema, raw, 'message') as ClientMessage;
+      const msg = parseWith(clientMessageSchema, raw, '', 'message') as ClientMessage;
       this.dispatch(msg);
     } catch (err) {
       const req = requestIdOf(raw);
@@ -118,25 +123,28 @@ export class SubscriptionConnection {
       case 'subscribe':
         this.subscribe(msg);
         return;
+      case 'more': {
+        const a = this.subs.get(msg.sub);
+        if (!a) throw new InvalidInputError('sub', `no subscription "${msg.sub}" on this connection`);
+        a.credit += msg.messages;
+        this.wake(a);
+        return;
+      }
       case 'ack':
         this.onSub(msg.sub, msg.req, (s) => {
           this.ctx.metrics.wsAcks.inc();
           return s.ack(msg.position);
         });
         return;
-      case 'park': {
-        const info = { reason: msg.reason, ...(msg.error ? { error: msg.error } : {}), ...(msg.attempts ? { attempts: msg.attempts } : {}) };
-        this.onSub(msg.sub, msg.req, (s) => s.park(msg.position, info));
+      case 'park':
+        this.onSub(msg.sub, msg.req, (s) => s.park(msg.position, msg.info));
         return;
-      }
-      case 'fail': {
-        const info = { error: msg.error, ...(msg.event ? { event: msg.event } : {}) };
+      case 'fail':
         this.onSub(msg.sub, msg.req, (s, a) => {
           a.endReason = 'failed';
-          return s.fail(info);
+          return s.fail(msg.info);
         });
         return;
-      }
       case 'unsubscribe': {
         const a = this.subs.get(msg.sub);
         if (!a) {
@@ -154,7 +162,8 @@ export class SubscriptionConnection {
 
   private subscribe(msg: SubscribeRequest): void {
     requireScope(this.principal, 'subscribe');
-    requireFilterWithin(this.principal, msg.filter, 'a subscription');
+    const filter = normalizeFilter(msg.filter);
+    requireFilterWithin(this.principal, filter, 'a subscription');
     if (this.subs.has(msg.sub)) throw new InvalidInputError('sub', `"${msg.sub}" is already in use on this connection`);
     if (this.subs.size >= this.ctx.maxSubscriptions) {
       throw new IdemError('rate_limited', `at most ${this.ctx.maxSubscriptions} subscriptions per connection`, {
@@ -169,16 +178,22 @@ export class SubscriptionConnection {
       chain: Promise.resolve(),
       pump: null,
       endReason: null,
+      credit: msg.credit ?? Number.POSITIVE_INFINITY,
+      wakePump: null,
     };
     this.subs.set(a.id, a);
     this.ctx.metrics.wsSubscriptions.inc();
-    const options: SubscribeOptions = { signal: a.abort.signal, owner: msg.owner ?? `${this.peer} (${this.principal.name})` };
-    if (msg.filter !== undefined) options.filter = msg.filter;
-    if (msg.from !== undefined) options.from = msg.from;
-    if (msg.standby !== undefined) options.standby = msg.standby;
-    if (msg.maxInFlight !== undefined) options.maxInFlight = msg.maxInFlight;
-    if (msg.batchSize !== undefined) options.batchSize = msg.batchSize;
-    if (msg.leaseTtlMs !== undefined) options.leaseTtlMs = msg.leaseTtlMs;
+    // The engine checks every option and names the field; unknown values pass through to it as sent.
+    const options = {
+      filter,
+      signal: a.abort.signal,
+      owner: msg.owner ?? `${this.peer} (${this.principal.name})`,
+      from: msg.from,
+      standby: msg.standby,
+      maxInFlight: msg.maxInFlight,
+      batchSize: msg.batchSize,
+      leaseTtlMs: msg.leaseTtlMs,
+    } as SubscribeOptions;
     a.chain = (async () => {
       let s: Subscription;
       try {
@@ -202,11 +217,24 @@ export class SubscriptionConnection {
     })();
   }
 
-  /** Forwards the subscription's messages, each send awaited, so a slow socket slows delivery instead of buffering without bound. */
+  /**
+   * Forwards the subscription's messages. The next message is pulled from the engine only when the
+   * client has credit and the previous frame was written, so a slow or pausing client slows delivery
+   * (and events are read from the store only when they can be sent) instead of buffering without bound.
+   */
   private async pump(a: ActiveSub, s: Subscription): Promise<void> {
     let reason = 'closed';
+    const it = s[Symbol.asyncIterator]();
     try {
-      for await (const m of s) {
+      for (;;) {
+        while (a.credit <= 0 && a.endReason === null && !this.closed) {
+          await new Promise<void>((resolve) => (a.wakePump = resolve));
+        }
+        if (a.endReason !== null || this.closed) break;
+        const r = await it.next();
+        if (r.done) break;
+        const m = r.value;
+        a.credit--;
         if (m.kind === 'events') {
           await this.sendAsync({ type: 'events', sub: a.id, events: m.events, redelivery: m.redelivery });
           this.ctx.metrics.wsEventsSent.inc(m.events.length);
@@ -225,6 +253,12 @@ export class SubscriptionConnection {
       if (!this.closed) this.send({ type: 'closed', sub: a.id, reason });
       await s.close().catch(() => undefined);
     }
+  }
+
+  private wake(a: ActiveSub): void {
+    const w = a.wakePump;
+    a.wakePump = null;
+    w?.();
   }
 
   /** Runs `op` on an established subscription after the operations queued before it, then replies. */
@@ -248,6 +282,7 @@ export class SubscriptionConnection {
   /** Ends one subscription: waits for its queued operations, then closes it (or stops its standby wait). */
   private async endSub(a: ActiveSub, reason: string): Promise<void> {
     a.endReason ??= reason;
+    this.wake(a);
     if (!a.subscription) {
       a.abort.abort();
       await a.chain.catch(() => undefined);
@@ -273,6 +308,7 @@ export class SubscriptionConnection {
     await Promise.all(
       [...this.subs.values()].map(async (a) => {
         a.endReason ??= 'disconnected';
+        this.wake(a);
         if (a.subscription) await a.subscription.close().catch((err: unknown) => this.ctx.logError(err, 'closing a subscription failed'));
         else a.abort.abort();
         await a.chain.catch(() => undefined);
