@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { after, before } from 'node:test';
 import type { AppendOptions, EventStore } from '../../../src/core/eventStore.js';
 import type { ErrorCode } from '../../../src/core/errors.js';
 import type { NewEvent, RecordedEvent } from '../../../src/core/event.js';
@@ -31,6 +32,36 @@ export async function withStore<T>(
   } finally {
     await fixture.cleanup();
   }
+}
+
+/**
+ * One store for every test of the enclosing `describe` (opened in `before`, cleaned up in `after`),
+ * for table-driven cases that each use their own stream. Returns a getter for the store.
+ */
+export function sharedStore(make: MakeStore, options?: MakeStoreOptions): () => EventStore {
+  let fixture: StoreFixture | undefined;
+  before(async () => {
+    fixture = await make(options);
+  });
+  after(async () => {
+    await fixture?.cleanup();
+  });
+  return () => {
+    assert.ok(fixture, 'the shared store is not open');
+    return fixture.store;
+  };
+}
+
+/** Asserts that nothing was appended since the head was `head`, and that `stream` is at `version`. */
+export async function assertNothingSince(
+  store: EventStore,
+  head: number,
+  stream?: string,
+  version = 0,
+): Promise<void> {
+  assert.equal(await store.headPosition(), head, 'head position unchanged');
+  assert.deepEqual(await collect(store.readAll({ after: head })), [], 'no event after the head');
+  if (stream !== undefined) assert.equal(await store.streamVersion(stream), version, `version of ${stream}`);
 }
 
 /** Everything an async iterable yields, in order. */

@@ -3,10 +3,20 @@ import { randomUUID } from 'node:crypto';
 import { describe, it } from 'node:test';
 import type { ExpectedVersion } from '../../../src/core/expectedVersion.js';
 import { randomStream } from '../../support/names.js';
-import { appendRaw, assertUnchanged, events, rejectsWith, withStore, type MakeStore } from './context.js';
+import {
+  appendRaw,
+  assertNothingSince,
+  assertUnchanged,
+  events,
+  rejectsWith,
+  sharedStore,
+  withStore,
+  type MakeStore,
+} from './context.js';
 
 export function expectedVersionTests(make: MakeStore): void {
   describe('expected version', () => {
+    const shared = sharedStore(make);
     // [expected, stream version before the append, accepted?]
     const cases: [ExpectedVersion, number, boolean][] = [
       ['any', 0, true],
@@ -23,62 +33,62 @@ export function expectedVersionTests(make: MakeStore): void {
       [5, 0, false],
     ];
     for (const [expected, actual, ok] of cases) {
-      it(`${JSON.stringify(expected)} on a stream at version ${actual} is ${ok ? 'accepted' : 'wrong_expected_version'}`, () =>
-        withStore(make, async (store) => {
-          const stream = randomStream();
-          if (actual > 0) await store.append(stream, events(actual));
-          const p = store.append(stream, events(1), { expectedVersion: expected });
-          if (ok) {
-            const r = await p;
-            assert.equal(r.version, actual + 1);
-            assert.equal(await store.streamVersion(stream), actual + 1);
-          } else {
-            const err = await rejectsWith(p, 'wrong_expected_version');
-            assert.equal(err.details.stream, stream);
-            assert.equal(err.details.expected, expected);
-            assert.equal(err.details.actual, actual);
-            assert.ok(
-              err.message.includes(String(expected)),
-              `message names the expected version: ${err.message}`,
-            );
-            assert.ok(
-              err.message.includes(String(actual)),
-              `message names the actual version: ${err.message}`,
-            );
-            await assertUnchanged(store, actual, stream, actual);
-          }
-        }));
+      it(`${JSON.stringify(expected)} on a stream at version ${actual} is ${ok ? 'accepted' : 'wrong_expected_version'}`, async () => {
+        const store = shared();
+        const stream = randomStream();
+        if (actual > 0) await store.append(stream, events(actual));
+        const head = await store.headPosition();
+        const p = store.append(stream, events(1), { expectedVersion: expected });
+        if (ok) {
+          const r = await p;
+          assert.equal(r.version, actual + 1);
+          assert.equal(r.firstPosition, head + 1);
+          assert.equal(await store.streamVersion(stream), actual + 1);
+        } else {
+          const err = await rejectsWith(p, 'wrong_expected_version');
+          assert.equal(err.details.stream, stream);
+          assert.equal(err.details.expected, expected);
+          assert.equal(err.details.actual, actual);
+          assert.ok(
+            err.message.includes(String(expected)),
+            `message names the expected version: ${err.message}`,
+          );
+          assert.ok(err.message.includes(String(actual)), `message names the actual version: ${err.message}`);
+          await assertNothingSince(store, head, stream, actual);
+        }
+      });
     }
 
-    it('the default is any', () =>
-      withStore(make, async (store) => {
-        const stream = randomStream();
-        await store.append(stream, events(1));
-        const r = await store.append(stream, events(1));
-        assert.equal(r.version, 2);
-      }));
+    it('the default is any', async () => {
+      const store = shared();
+      const stream = randomStream();
+      await store.append(stream, events(1));
+      const r = await store.append(stream, events(1));
+      assert.equal(r.version, 2);
+    });
 
-    it('an expected version applies to the whole batch', () =>
-      withStore(make, async (store) => {
-        const stream = randomStream();
-        const r = await store.append(stream, events(3), { expectedVersion: 'no_stream' });
-        assert.equal(r.version, 3);
-        await rejectsWith(store.append(stream, events(3), { expectedVersion: 2 }), 'wrong_expected_version');
-        const r2 = await store.append(stream, events(2), { expectedVersion: 3 });
-        assert.equal(r2.version, 5);
-      }));
+    it('an expected version applies to the whole batch', async () => {
+      const store = shared();
+      const stream = randomStream();
+      const r = await store.append(stream, events(3), { expectedVersion: 'no_stream' });
+      assert.equal(r.version, 3);
+      await rejectsWith(store.append(stream, events(3), { expectedVersion: 2 }), 'wrong_expected_version');
+      const r2 = await store.append(stream, events(2), { expectedVersion: 3 });
+      assert.equal(r2.version, 5);
+    });
 
     for (const bad of [-1, 1.5, 'latest', null, Number.NaN, {}]) {
-      it(`expectedVersion ${Number.isNaN(bad) ? 'NaN' : JSON.stringify(bad)} is invalid_input`, () =>
-        withStore(make, async (store) => {
-          const stream = randomStream();
-          await rejectsWith(
-            appendRaw(store, stream, events(1), { expectedVersion: bad }),
-            'invalid_input',
-            'expectedVersion',
-          );
-          await assertUnchanged(store, 0, stream, 0);
-        }));
+      it(`expectedVersion ${Number.isNaN(bad) ? 'NaN' : JSON.stringify(bad)} is invalid_input`, async () => {
+        const store = shared();
+        const stream = randomStream();
+        const head = await store.headPosition();
+        await rejectsWith(
+          appendRaw(store, stream, events(1), { expectedVersion: bad }),
+          'invalid_input',
+          'expectedVersion',
+        );
+        await assertNothingSince(store, head, stream, 0);
+      });
     }
   });
 

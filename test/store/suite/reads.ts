@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { EventStore, ReadAllOptions, ReadStreamOptions } from '../../../src/core/eventStore.js';
 import { randomCategory, randomStream } from '../../support/names.js';
-import { collect, events, rejectsWith, withStore, type MakeStore } from './context.js';
+import { collect, events, rejectsWith, sharedStore, withStore, type MakeStore } from './context.js';
 
 async function versions(store: EventStore, stream: string, options?: ReadStreamOptions): Promise<number[]> {
   return (await collect(store.readStream(stream, options))).map((e) => e.version);
@@ -14,6 +14,7 @@ async function positions(store: EventStore, options?: ReadAllOptions): Promise<n
 
 export function readTests(make: MakeStore): void {
   describe('readStream', () => {
+    const shared = sharedStore(make);
     it('reads one stream in version order, from a version and up to a limit', () =>
       withStore(make, async (store) => {
         const s = randomStream();
@@ -60,18 +61,18 @@ export function readTests(make: MakeStore): void {
       ['limit 0', 'ok-1', { limit: 0 }, 'limit'],
       ['limit -3', 'ok-1', { limit: -3 }, 'limit'],
     ] as const) {
-      it(`${what} is invalid_input`, () =>
-        withStore(make, async (store) => {
-          await rejectsWith(
-            collect(store.readStream(stream, options as ReadStreamOptions)),
-            'invalid_input',
-            field,
-          );
-        }));
+      it(`${what} is invalid_input`, async () => {
+        await rejectsWith(
+          collect(shared().readStream(stream, options as ReadStreamOptions)),
+          'invalid_input',
+          field,
+        );
+      });
     }
   });
 
   describe('readAll', () => {
+    const shared = sharedStore(make);
     it('reads every event in position order, after a position and up to a limit', () =>
       withStore(make, async (store) => {
         await store.append(randomStream(), events(4));
@@ -165,10 +166,9 @@ export function readTests(make: MakeStore): void {
       ['a filter list that is not an array', { filter: { types: 'invoice.paid' } }, 'filter.types'],
       ['an empty string in a filter list', { filter: { categories: [''] } }, 'filter.categories[0]'],
     ] as const) {
-      it(`${what} is invalid_input`, () =>
-        withStore(make, async (store) => {
-          await rejectsWith(collect(store.readAll(options as ReadAllOptions)), 'invalid_input', field);
-        }));
+      it(`${what} is invalid_input`, async () => {
+        await rejectsWith(collect(shared().readAll(options as ReadAllOptions)), 'invalid_input', field);
+      });
     }
   });
 }
