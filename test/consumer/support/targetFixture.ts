@@ -3,7 +3,8 @@ import pg from 'pg';
 import type { ConsumerTarget } from '../../../src/core/consumerTarget.js';
 import { postgresTarget } from '../../../src/postgres/target.js';
 import { sqliteTarget } from '../../../src/sqlite/target.js';
-import { createTempDatabase } from '../../support/postgres.js';
+import { randomIdentifier } from '../../support/names.js';
+import { createTempDatabase, type TempDatabase } from '../../support/postgres.js';
 import { tempDir } from '../../support/tempDir.js';
 
 /**
@@ -67,33 +68,62 @@ export const makeSqliteFixture: MakeTargetFixture<Database.Database> = () => {
   });
 };
 
-export const makePostgresFixture: MakeTargetFixture<pg.PoolClient> = async () => {
-  const db = await createTempDatabase('idem_consumer');
-  const pool = new pg.Pool({ connectionString: db.connectionString, max: 6 });
-  const target = postgresTarget(pool);
+/**
+ * PostgreSQL fixtures that share one temporary database (created on first use): each fixture gets its
+ * own schema for the target's tables and the output table, dropped at its cleanup. Call `close()` once
+ * at the end (it drops the database).
+ */
+export function postgresFixtures(): { make: MakeTargetFixture<pg.PoolClient>; close(): Promise<void> } {
+  let shared: Promise<{ db: TempDatabase; pool: pg.Pool }> | null = null;
+  const open = (): Promise<{ db: TempDatabase; pool: pg.Pool }> =>
+    (shared ??= createTempDatabase('idem_consumer').then((db) => ({
+      db,
+      pool: new pg.Pool({ connectionString: db.connectionString, max: 8 }),
+    })));
+  const make: MakeTargetFixture<pg.PoolClient> = async () => {
+    const { pool } = await open();
+    const schema = randomIdentifier('t');
+    await pool.query(`CREATE SCHEMA ${schema}`);
+    const target = postgresTarget(pool, { schema });
+    const others: pg.Pool[] = [];
+    return {
+      kind: 'postgres',
+      target,
+      createTable: async (name) => {
+        await pool.query(`CREATE TABLE ${schema}.${name} (stream text PRIMARY KEY, total double precision NOT NULL, events integer NOT NULL)`);
+      },
+      add: async (tx, table, stream, amount) => {
+        await tx.query({
+          name: `add_${schema}_${table}`,
+          text: `INSERT INTO ${schema}.${table} AS t (stream, total, events) VALUES ($1, $2, 1)
+                 ON CONFLICT (stream) DO UPDATE SET total = t.total + excluded.total, events = t.events + 1`,
+          values: [stream, amount],
+        });
+      },
+      totals: async (table) => {
+        const r = await pool.query<{ stream: string; total: number; events: number }>(`SELECT stream, total, events FROM ${schema}.${table}`);
+        return new Map(r.rows.map((row) => [row.stream, { total: row.total, events: row.events }]));
+      },
+      another: () => {
+        // Its own pool: another process's connections.
+        const other = new pg.Pool({ connectionString: pool.options.connectionString, max: 2 });
+        others.push(other);
+        return Promise.resolve(postgresTarget(other, { schema }));
+      },
+      cleanup: async () => {
+        await target.close();
+        for (const o of others) await o.end();
+        if (process.env.IDEM_KEEP_TEST_DATA !== '1') await pool.query(`DROP SCHEMA ${schema} CASCADE`);
+      },
+    };
+  };
   return {
-    kind: 'postgres',
-    target,
-    createTable: async (name) => {
-      await pool.query(`CREATE TABLE ${name} (stream text PRIMARY KEY, total double precision NOT NULL, events integer NOT NULL)`);
-    },
-    add: async (tx, table, stream, amount) => {
-      await tx.query({
-        name: `add_${table}`,
-        text: `INSERT INTO ${table} AS t (stream, total, events) VALUES ($1, $2, 1)
-               ON CONFLICT (stream) DO UPDATE SET total = t.total + excluded.total, events = t.events + 1`,
-        values: [stream, amount],
-      });
-    },
-    totals: async (table) => {
-      const r = await pool.query<{ stream: string; total: number; events: number }>(`SELECT stream, total, events FROM ${table}`);
-      return new Map(r.rows.map((row) => [row.stream, { total: row.total, events: row.events }]));
-    },
-    another: () => Promise.resolve(postgresTarget(pool)),
-    cleanup: async () => {
-      await target.close();
+    make,
+    close: async () => {
+      if (!shared) return;
+      const { db, pool } = await shared;
       await pool.end();
       await db.drop();
     },
   };
-};
+}
