@@ -195,6 +195,9 @@ export class PostgresEventStore implements EventStore {
   }
 }
 
+/** Pools that already have the idle-connection error listener (added once, however many stores share a pool). */
+const guardedPools = new WeakSet<Pool>();
+
 /** Every schema step of the store: events (1), consumer state (2). */
 export const STORE_MIGRATIONS: readonly PgMigration[] = [...EVENT_STORE_MIGRATIONS, ...SUBSCRIPTION_MIGRATIONS];
 
@@ -220,7 +223,10 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
   const pool = givenPool ?? new pg.Pool({ connectionString, max: poolSize });
   // An idle pooled connection that dies (server restart, pg_terminate_backend) is reported here;
   // the pool already drops it, and without a listener the event would crash the process.
-  pool.on('error', () => undefined);
+  if (!guardedPools.has(pool)) {
+    guardedPools.add(pool);
+    pool.on('error', () => undefined);
+  }
   const clientConfig = givenPool ? givenPool.options : { connectionString };
   const store = new PostgresEventStore(pool, givenPool === undefined, () => new pg.Client(clientConfig), {
     schema,

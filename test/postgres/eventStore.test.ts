@@ -6,7 +6,7 @@ const pg = await pgTestContext();
 describeEventStore(
   'postgres',
   async ({ limits } = {}) => {
-    const store = await pg.openStore(limits ? { limits } : {});
+    const store = await pg.openSharedStore(limits ? { limits } : {});
     return { store, cleanup: () => store.close() };
   },
   { skip: pg.skip },

@@ -1,6 +1,7 @@
 // Small helpers for the PostgreSQL store's tests: one temporary database per test file, a fresh
 // schema (a fresh, empty store) per test.
 import { after } from 'node:test';
+import pg from 'pg';
 import { openPostgresStore, type PostgresEventStore, type PostgresStoreOptions } from '../../src/postgres/index.js';
 import { randomIdentifier } from '../support/names.js';
 import { createTempDatabase, type TempDatabase } from '../support/postgres.js';
@@ -11,8 +12,10 @@ export interface PgTestContext {
   skip: string | false;
   /** This file's temporary database; only usable when `skip` is false. */
   db: TempDatabase;
-  /** Opens a store on a new random schema of the file's database. */
+  /** Opens a store (with its own pool) on a new random schema of the file's database. */
   openStore(options?: Omit<PostgresStoreOptions, 'connectionString' | 'pool'>): Promise<PostgresEventStore>;
+  /** The same on the file's shared pool (opens faster; the pool outlives the store). */
+  openSharedStore(options?: Omit<PostgresStoreOptions, 'connectionString' | 'pool'>): Promise<PostgresEventStore>;
 }
 
 /**
@@ -25,14 +28,23 @@ export async function pgTestContext(): Promise<PgTestContext> {
     const unavailable = (): never => {
       throw new Error(skip);
     };
-    return { skip, db: { name: '', connectionString: '', drop: () => Promise.resolve() }, openStore: unavailable };
+    const db = { name: '', connectionString: '', drop: () => Promise.resolve() };
+    return { skip, db, openStore: unavailable, openSharedStore: unavailable };
   }
   const db = await createTempDatabase('idem_pg');
-  after(() => db.drop());
+  let pool: pg.Pool | undefined;
+  after(async () => {
+    await pool?.end();
+    await db.drop();
+  });
   return {
     skip,
     db,
     openStore: (options = {}) =>
       openPostgresStore({ connectionString: db.connectionString, schema: randomIdentifier('s'), ...options }),
+    openSharedStore: (options = {}) => {
+      pool ??= new pg.Pool({ connectionString: db.connectionString, max: 8 });
+      return openPostgresStore({ pool, schema: randomIdentifier('s'), ...options });
+    },
   };
 }

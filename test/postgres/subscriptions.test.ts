@@ -6,7 +6,7 @@ const pg = await pgTestContext();
 describeSubscriptions(
   'postgres',
   async () => {
-    const store = await pg.openStore();
+    const store = await pg.openSharedStore();
     return {
       store,
       cleanup: () => store.close(),
