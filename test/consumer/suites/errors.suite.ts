@@ -35,6 +35,30 @@ export function describeErrorsAndGaps<Tx>(label: string, make: MakeTargetFixture
         assert.equal(c.status().state, 'running');
       }));
 
+    it('a statement that fails in the database rolls back that event alone (savepoint), and its neighbours commit', () =>
+      withHarness(make, async (h) => {
+        const bad = randomStream('invoice');
+        const good = randomStream('invoice');
+        const expected = await h.appendAmounts([bad, good], 3);
+        const c = h.consumer({
+          onError: { attempts: 2, then: 'dead-letter' },
+          handle: async (e, ctx) => {
+            await h.addAmount(e, ctx);
+            if (e.stream === bad && e.version === 2) await h.fx.badSql(ctx.tx, h.table);
+          },
+        });
+        await c.start();
+        await c.whenCaughtUp();
+        const totals = await h.totals();
+        assert.equal(totals.get(good), expected.get(good));
+        const first: RecordedEvent[] = [];
+        for await (const e of h.store.readStream(bad, { limit: 1 })) first.push(e);
+        assert.equal(totals.get(bad), amountOf(first[0]!), 'only version 1 of the failing entity applied');
+        assert.equal(totals.has('bad'), false);
+        assert.equal((await h.store.deadLetters.list(h.name)).length, 2);
+        assert.equal(c.metrics().processed, 4);
+      }));
+
     it("then: 'stop' commits the events before the poison one, fails, and keeps the cursor before it", () =>
       withHarness(make, async (h) => {
         const a = randomStream('invoice');

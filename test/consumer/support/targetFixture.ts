@@ -18,6 +18,8 @@ export interface TargetFixture<Tx> {
   createTable(name: string): Promise<void>;
   /** Adds `amount` to the stream's total in `table` inside the handler's transaction. */
   add(tx: Tx, table: string, stream: string, amount: number): Promise<void>;
+  /** Runs a statement that fails in the database (a NOT NULL violation on `table`). */
+  badSql(tx: Tx, table: string): Promise<void>;
   /** Total and event count per stream. */
   totals(table: string): Promise<Map<string, { total: number; events: number }>>;
   /** A second target on the same database (another process's view), for identity and fencing tests. */
@@ -49,6 +51,10 @@ export const makeSqliteFixture: MakeTargetFixture<Database.Database> = () => {
         stmts.set(table, s);
       }
       s.run(stream, amount);
+      return Promise.resolve();
+    },
+    badSql: (tx, table) => {
+      tx.prepare(`INSERT INTO ${table} (stream, total, events) VALUES ('bad', NULL, 1)`).run();
       return Promise.resolve();
     },
     totals: (table) => {
@@ -99,6 +105,9 @@ export function postgresFixtures(): { make: MakeTargetFixture<pg.PoolClient>; cl
                  ON CONFLICT (stream) DO UPDATE SET total = t.total + excluded.total, events = t.events + 1`,
           values: [stream, amount],
         });
+      },
+      badSql: async (tx, table) => {
+        await tx.query(`INSERT INTO ${schema}.${table} (stream, total, events) VALUES ('bad', NULL, 1)`);
       },
       totals: async (table) => {
         const r = await pool.query<{ stream: string; total: number; events: number }>(`SELECT stream, total, events FROM ${schema}.${table}`);
