@@ -1,4 +1,4 @@
-import { StorageFullError } from '../core/errors.js';
+import { IdemError, StorageFullError } from '../core/errors.js';
 
 /** SQLSTATE classes and codes after which the same statement may succeed on a new connection. */
 const RETRYABLE_CODES = new Set([
@@ -55,6 +55,7 @@ export interface RetryOptions {
  * Runs `op`, and runs it again (after a short, growing wait) when it fails with a connection fault,
  * so a terminated backend or a dropped socket costs a retry on a fresh connection, not an error.
  * Only for operations that are safe to repeat: reads, and appends (idempotent by event id).
+ * When every try failed that way, the error is `unavailable` (with the last fault as its cause).
  * `onFault` hears about each fault, e.g. to remember that an append's outcome became unknown.
  */
 export async function withReconnect<T>(
@@ -68,7 +69,15 @@ export async function withReconnect<T>(
     try {
       return await op();
     } catch (err) {
-      if (i >= attempts || !isConnectionFault(err)) throw translatePgError(err);
+      if (!isConnectionFault(err)) throw translatePgError(err);
+      if (i >= attempts) {
+        throw new IdemError(
+          'unavailable',
+          `PostgreSQL is unreachable or keeps dropping the connection (${attempts} tries): ${(err as Error).message}`,
+          { attempts },
+          { cause: err },
+        );
+      }
       onFault?.(err);
       await new Promise<void>((resolve) => setTimeout(resolve, delay));
       delay = Math.min(delay * 2, 1000);
