@@ -1,4 +1,5 @@
 import type { Scenario } from '../types.js';
+import { catchUp } from './catchUp.js';
 import { consumerPostgres } from './consumerPostgres.js';
 import { consumerSqlite } from './consumerSqlite.js';
 import { postgresAppend } from './postgresAppend.js';
@@ -11,5 +12,6 @@ export const SCENARIOS: readonly Scenario[] = [
   postgresAppend,
   consumerPostgres,
   consumerSqlite,
+  catchUp,
   redelivery,
 ];
