@@ -70,7 +70,7 @@ describe('postgres store shared by several processes', { skip: ctx.skip }, () =>
     }
   });
 
-  it('lease and fencing across processes: busy while owned, takeover after a pause, the paused owner is fenced', async () => {
+  it('lease and fencing across processes: busy while owned, takeover after a pause, the paused owner\'s acks and parks are fenced', async () => {
     const store = await ctx.openStore();
     const name = randomConsumer('owner');
     const child = new Child(['hold', ctx.db.connectionString, store.schema, name, '600']);
@@ -95,6 +95,9 @@ describe('postgres store shared by several processes', { skip: ctx.skip }, () =>
       child.send('ack');
       const ack = await child.line('ack');
       assert.equal(ack.ack, 'fenced');
+      child.send('park');
+      assert.equal((await child.line('park')).park, 'fenced');
+      assert.deepEqual(await store.deadLetters.list(name), [], "the fenced owner's park changed nothing");
       const info = await store.consumers.get(name);
       assert.equal(info.epoch, 2);
       assert.equal(info.position, 3);
