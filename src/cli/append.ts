@@ -56,7 +56,7 @@ export function registerAppend(program: Command, ctx: CliContext): void {
       if (flags.id !== undefined) event.id = flags.id;
       if (flags.metadata !== undefined) event.metadata = parseJsonObject(flags.metadata, '--metadata');
       const expectedVersion = parseExpectedVersion(flags.expectedVersion, '--expected-version');
-      const result = await withStore(flags, async (store) => {
+      const result = await withStore(flags, ctx.env, async (store) => {
         try {
           return await store.append(stream, [event], { expectedVersion });
         } catch (err) {

@@ -26,7 +26,7 @@ export function registerConsumers(program: Command, ctx: CliContext): void {
     .addHelpText('after', LIST_HELP)
     .action(async (flags: StoreFlags) => {
       const out = new Output(ctx.io, flags.json === true);
-      const list = await withStore(flags, (store) => store.consumers.list());
+      const list = await withStore(flags, ctx.env, (store) => store.consumers.list());
       out.data(list);
       if (list.length === 0) {
         out.note('no consumers');
@@ -57,7 +57,7 @@ export function registerConsumers(program: Command, ctx: CliContext): void {
     .addHelpText('after', '\nExample:\n  $ idem consumer show billing_v2 --json')
     .action(async (name: string, flags: StoreFlags) => {
       const out = new Output(ctx.io, flags.json === true);
-      const info = await withStore(flags, (store) => store.consumers.get(validateConsumerName(name, '<name>')));
+      const info = await withStore(flags, ctx.env, (store) => store.consumers.get(validateConsumerName(name, '<name>')));
       out.data(info);
       out.line(describeConsumer(info));
     });
@@ -69,7 +69,7 @@ export function registerConsumers(program: Command, ctx: CliContext): void {
     .action(async (name: string, flags: StoreFlags & { to?: string }) => {
       const out = new Output(ctx.io, flags.json === true);
       const to = requireInteger(flags.to, '--to', 0);
-      const info = await withStore(flags, async (store) => {
+      const info = await withStore(flags, ctx.env, async (store) => {
         const n = validateConsumerName(name, '<name>');
         await store.consumers.reset(n, to);
         return store.consumers.get(n);
@@ -83,7 +83,7 @@ export function registerConsumers(program: Command, ctx: CliContext): void {
     .addHelpText('after', '\nExample:\n  $ idem consumer delete billing_v1')
     .action(async (name: string, flags: StoreFlags) => {
       const out = new Output(ctx.io, flags.json === true);
-      await withStore(flags, (store) => store.consumers.delete(validateConsumerName(name, '<name>')));
+      await withStore(flags, ctx.env, (store) => store.consumers.delete(validateConsumerName(name, '<name>')));
       out.data({ deleted: name });
       out.line(`consumer ${name} deleted`);
     });

@@ -32,7 +32,7 @@ export function registerDlq(program: Command, ctx: CliContext): void {
     .action(async (consumer: string, flags: StoreFlags & { all?: boolean }) => {
       const out = new Output(ctx.io, flags.json === true);
       const name = validateConsumerName(consumer, '<consumer>');
-      const list = await withStore(flags, (store) => store.deadLetters.list(name, flags.all ? { all: true } : {}));
+      const list = await withStore(flags, ctx.env, (store) => store.deadLetters.list(name, flags.all ? { all: true } : {}));
       out.data(list);
       if (list.length === 0) {
         out.note(`no dead letters for ${name}`);
@@ -61,7 +61,7 @@ export function registerDlq(program: Command, ctx: CliContext): void {
         const out = new Output(ctx.io, flags.json === true);
         const name = validateConsumerName(consumer, '<consumer>');
         const selector = selectorFrom(flags);
-        const n = await withStore(flags, (store) =>
+        const n = await withStore(flags, ctx.env, (store) =>
           verb === 'retry'
             ? store.deadLetters.retry(name, selector)
             : store.deadLetters.skip(name, selector, { by: flags.by ?? ctx.env.USER ?? 'cli' }),

@@ -39,7 +39,7 @@ export function registerEvents(program: Command, ctx: CliContext): void {
       const after = parseInteger(flags.after, '--after', 0);
       const limit = parseInteger(flags.limit, '--limit', 1);
       const filter = filterFrom(flags);
-      await withStore(flags, async (store) => {
+      await withStore(flags, ctx.env, async (store) => {
         const arr = out.json ? new JsonArrayWriter(ctx.io) : null;
         let n = 0;
         const opts = { filter, ...(after === undefined ? {} : { after }), ...(limit === undefined ? {} : { limit }) };

@@ -126,9 +126,13 @@ async function openTarget(target: StoreTarget): Promise<EventStore> {
   }
 }
 
-/** Opens the store the flags name, runs `fn`, and always closes the store. */
-export async function withStore<T>(flags: StoreFlags, fn: (store: EventStore, target: StoreTarget) => Promise<T>): Promise<T> {
-  const target = storeTarget(flags);
+/** Opens the store the flags (and `env`) name, runs `fn`, and always closes the store. */
+export async function withStore<T>(
+  flags: StoreFlags,
+  env: NodeJS.ProcessEnv,
+  fn: (store: EventStore, target: StoreTarget) => Promise<T>,
+): Promise<T> {
+  const target = storeTarget(flags, env);
   const store = await openStore(target);
   try {
     return await fn(store, target);

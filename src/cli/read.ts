@@ -32,7 +32,7 @@ export function registerRead(program: Command, ctx: CliContext): void {
       const out = new Output(ctx.io, flags.json === true);
       const fromVersion = parseInteger(flags.fromVersion, '--from-version', 1);
       const limit = parseInteger(flags.limit, '--limit', 1);
-      await withStore(flags, async (store) => {
+      await withStore(flags, ctx.env, async (store) => {
         const arr = out.json ? new JsonArrayWriter(ctx.io) : null;
         let n = 0;
         const opts = { ...(fromVersion === undefined ? {} : { fromVersion }), ...(limit === undefined ? {} : { limit }) };

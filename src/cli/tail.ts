@@ -51,7 +51,7 @@ export function registerTail(program: Command, ctx: CliContext): void {
       const filter = filterFrom(flags);
       const hasFilter = Object.keys(filter).length > 0;
       const signal = ctx.stopSignal();
-      await withStore(flags, async (store, target) => {
+      await withStore(flags, ctx.env, async (store, target) => {
         if (flags.consumer === undefined) await pollTail(store, target, { filter, from, interval, signal, out, ctx });
         else await consumerTail(store, flags.consumer, hasFilter ? filter : null, { from, signal, out, ctx });
       });

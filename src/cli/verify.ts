@@ -19,7 +19,7 @@ export function registerVerify(program: Command, ctx: CliContext): void {
     .addHelpText('after', HELP)
     .action(async (flags: StoreFlags) => {
       const out = new Output(ctx.io, flags.json === true);
-      const { report, where } = await withStore(flags, async (store, target) => {
+      const { report, where } = await withStore(flags, ctx.env, async (store, target) => {
         const head = await store.headPosition();
         return { report: await verifyLog(store.readAll(), head), where: describeTarget(target) };
       });
