@@ -24,7 +24,6 @@ class TargetStatements {
   readonly release: Statement;
   readonly rollbackTo: Statement;
   readonly checkpoint: Statement;
-  readonly processed: Statement;
   readonly versions: Statement;
   readonly insertLedger: Statement;
   readonly upsertVersions: Statement;
@@ -34,7 +33,10 @@ class TargetStatements {
   readonly ledgerSize: Statement;
   readonly counter: Statement;
 
-  constructor(db: Database.Database) {
+  /** Ledger lookups with an IN list of each of `LOOKUP_SIZES` parameters, prepared on first use. */
+  private readonly lookups = new Map<number, Statement>();
+
+  constructor(private readonly db: Database.Database) {
     this.begin = db.prepare('BEGIN IMMEDIATE');
     this.commit = db.prepare('COMMIT');
     this.rollback = db.prepare('ROLLBACK');
@@ -42,9 +44,6 @@ class TargetStatements {
     this.release = db.prepare('RELEASE idem_event');
     this.rollbackTo = db.prepare('ROLLBACK TO idem_event');
     this.checkpoint = db.prepare('SELECT position, epoch FROM idem_checkpoints WHERE consumer = ?');
-    this.processed = db.prepare(
-      'SELECT key FROM idem_processed WHERE consumer = ? AND key IN (SELECT value FROM json_each(?))',
-    );
     this.versions = db.prepare(
       'SELECT stream, version FROM idem_entity_versions WHERE consumer = ? AND stream IN (SELECT value FROM json_each(?))',
     );
@@ -72,7 +71,31 @@ class TargetStatements {
     this.ledgerSize = db.prepare('SELECT count(*) AS n FROM idem_processed WHERE consumer = ?');
     this.counter = db.prepare('SELECT value FROM idem_counters WHERE counter = ?');
   }
+
+  /** Which of `keys` the consumer's ledger holds: one query per 1024 keys (the list padded to a prepared size). */
+  processed(consumer: string, keys: readonly string[]): Set<string> {
+    const found = new Set<string>();
+    for (let i = 0; i < keys.length; i += MAX_LOOKUP) {
+      const chunk = keys.slice(i, i + MAX_LOOKUP);
+      const size = LOOKUP_SIZES.find((n) => n >= chunk.length) ?? MAX_LOOKUP;
+      let stmt = this.lookups.get(size);
+      if (!stmt) {
+        stmt = this.db
+          .prepare(`SELECT key FROM idem_processed WHERE consumer = ? AND key IN (${Array(size).fill('?').join(',')})`)
+          .pluck();
+        this.lookups.set(size, stmt);
+      }
+      // Padding repeats the first key: a repeated IN value changes nothing.
+      const params = chunk.length === size ? chunk : [...chunk, ...Array<string>(size - chunk.length).fill(chunk[0]!)];
+      for (const k of stmt.all(consumer, ...params) as string[]) found.add(k);
+    }
+    return found;
+  }
 }
+
+/** Prepared IN-list sizes for ledger lookups (a batch's keys are padded up to the next one). */
+const LOOKUP_SIZES = [16, 64, 256, 1024];
+const MAX_LOOKUP = 1024;
 
 class SqliteTargetTransaction implements TargetTransaction<Database.Database> {
   constructor(
@@ -86,8 +109,7 @@ class SqliteTargetTransaction implements TargetTransaction<Database.Database> {
   }
 
   processedKeys(consumer: string, keys: readonly string[]): Promise<Set<string>> {
-    const rows = this.s.processed.pluck().all(consumer, JSON.stringify(keys)) as string[];
-    return Promise.resolve(new Set(rows));
+    return Promise.resolve(this.s.processed(consumer, keys));
   }
 
   entityVersions(consumer: string, streams: readonly string[]): Promise<Map<string, number>> {
