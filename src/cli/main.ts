@@ -72,7 +72,7 @@ export function buildProgram(ctx: CliContext): Command {
 export async function main(argv: readonly string[], options: MainOptions = {}): Promise<number> {
   const io = options.io ?? { stdout: process.stdout, stderr: process.stderr };
   const json = argv.slice(2).includes('--json');
-  const unEpipe = options.io ? null : ignoreEpipe();
+  if (!options.io) ignoreEpipe();
   const out = new Output(io, json);
   let stop: { signal: AbortSignal; dispose(): void } | null = null;
   const ctx: CliContext = {
@@ -98,7 +98,6 @@ export async function main(argv: readonly string[], options: MainOptions = {}): 
     return out.failure(err);
   } finally {
     (stop as { dispose(): void } | null)?.dispose();
-    unEpipe?.();
   }
 }
 
@@ -128,14 +127,19 @@ function onStopSignals(): { signal: AbortSignal; dispose(): void } {
   };
 }
 
-/** A reader that closes the pipe early (`idem events | head`) is not an error. */
-function ignoreEpipe(): () => void {
-  const onPipeError = (err: NodeJS.ErrnoException): void => {
-    if (err.code === 'EPIPE') process.exit(0);
+let epipeIgnored = false;
+
+/**
+ * A reader that closes the pipe early (`idem events | head`) is not an error. The listener stays for
+ * the life of the process: the failed write can surface after `main` has returned.
+ */
+function ignoreEpipe(): void {
+  if (epipeIgnored) return;
+  epipeIgnored = true;
+  process.stdout.on('error', (err: NodeJS.ErrnoException) => {
+    if (err.code === 'EPIPE') process.exit(typeof process.exitCode === 'number' ? process.exitCode : 0);
     throw err;
-  };
-  process.stdout.on('error', onPipeError);
-  return () => process.stdout.off('error', onPipeError);
+  });
 }
 
 function packageVersion(): string {
