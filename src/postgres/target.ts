@@ -50,9 +50,23 @@ class TargetSql {
   }
 
   /** A named statement, prepared once per connection by `pg`. */
-  q(name: keyof Omit<TargetSql, 'schema' | 'q'>, values: unknown[]): QueryConfig {
-    return { name: `idem_target_${name}_${this.schema}`, text: this[name], values };
+  q(name: StatementName, values: unknown[]): QueryConfig {
+    return { name: statementName(name, this.schema), text: this[name], values };
   }
+}
+
+type StatementName = 'checkpoint' | 'processed' | 'versions' | 'record' | 'addOnce' | 'readCheckpoint' | 'ledgerSize' | 'counter';
+
+/**
+ * A prepared statement's name, unique per schema. PostgreSQL cuts names at 63 bytes, so a long
+ * schema is shortened and told apart by a hash of the whole name.
+ */
+function statementName(name: StatementName, schema: string): string {
+  const full = `idem_target_${name}_${schema}`;
+  if (full.length <= 63) return full;
+  let h = 0x811c9dc5;
+  for (let i = 0; i < schema.length; i++) h = Math.imul(h ^ schema.charCodeAt(i), 0x01000193) >>> 0;
+  return `idem_target_${name}_${h.toString(16)}_${schema}`.slice(0, 63);
 }
 
 class PostgresTargetTransaction implements TargetTransaction<PoolClient> {
