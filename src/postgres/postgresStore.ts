@@ -40,7 +40,9 @@ export interface PostgresStoreOptions {
 /**
  * The PostgreSQL event store. Positions come from a single-row allocator locked until commit, so
  * they are gap-free and in commit order: a reader after position p can never miss a later commit
- * with a lower position. Appends are one statement (one round trip, one multi-row insert).
+ * with a lower position. Concurrent appends are grouped into one statement and one commit (one
+ * round trip, one multi-row insert per append). Consumer state lives in the same schema; live
+ * subscriptions wake on LISTEN/NOTIFY. See docs/postgres.md.
  */
 export class PostgresEventStore implements EventStore {
   readonly limits: StoreLimits;
