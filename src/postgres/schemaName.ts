@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { InvalidInputError } from '../core/errors.js';
 
 /** The PostgreSQL schema the store uses when none is given. */
@@ -19,7 +20,12 @@ export function quoteSchema(schema: string): string {
   return `"${schema}"`;
 }
 
-/** The LISTEN/NOTIFY channel that carries the schema's new head positions. */
+/**
+ * The LISTEN/NOTIFY channel that carries the schema's new head positions. Channel names are limited
+ * to 63 bytes: a long schema name is shortened with a hash, so two schemas never share a channel.
+ */
 export function appendChannel(schema: string): string {
-  return `idem_append_${schema}`.slice(0, 63);
+  const channel = `idem_append_${schema}`;
+  if (channel.length <= 63) return channel;
+  return `idem_append_${schema.slice(0, 40)}_${createHash('sha256').update(schema).digest('hex').slice(0, 10)}`;
 }

@@ -5,6 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { openPostgresStore } from '../../src/postgres/index.js';
 import { isIdemError } from '../../src/core/errors.js';
+import { appendChannel } from '../../src/postgres/schemaName.js';
 
 const fixture = (name: string): string => fileURLToPath(new URL(`./fixtures/${name}`, import.meta.url));
 
@@ -48,5 +49,15 @@ describe('idem/postgres with the server unreachable', () => {
       openPostgresStore({ connectionString: 'postgres://postgres@127.0.0.1:1/none', retry: { attempts: 2, initialDelayMs: 1 } }),
       (err: unknown) => isIdemError(err, 'unavailable') && /unreachable/.test(err.message),
     );
+  });
+});
+
+describe('LISTEN/NOTIFY channel names', () => {
+  it('fit in 63 bytes and stay distinct for long schema names', () => {
+    const a = 'a'.repeat(55) + '_one';
+    const b = 'a'.repeat(55) + '_two';
+    assert.equal(appendChannel('idem'), 'idem_append_idem');
+    assert.ok(appendChannel(a).length <= 63);
+    assert.notEqual(appendChannel(a), appendChannel(b));
   });
 });
