@@ -2,6 +2,7 @@ import type { Scenario } from '../types.js';
 import { catchUp } from './catchUp.js';
 import { consumerPostgres } from './consumerPostgres.js';
 import { consumerSqlite } from './consumerSqlite.js';
+import { liveLatency } from './liveLatency.js';
 import { postgresAppend } from './postgresAppend.js';
 import { redelivery } from './redelivery.js';
 import { sqliteAppend } from './sqliteAppend.js';
@@ -12,6 +13,7 @@ export const SCENARIOS: readonly Scenario[] = [
   postgresAppend,
   consumerPostgres,
   consumerSqlite,
+  liveLatency,
   catchUp,
   redelivery,
 ];
