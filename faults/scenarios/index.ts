@@ -1,0 +1,5 @@
+import type { Scenario } from '../types.js';
+import { consumerKillScenario } from './consumerKill.js';
+
+/** Every scenario, in the order they run and are reported. */
+export const SCENARIOS: readonly Scenario[] = [consumerKillScenario('sqlite'), consumerKillScenario('postgres')];
