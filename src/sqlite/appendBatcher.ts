@@ -14,6 +14,8 @@ interface PendingAppend {
   reject: (err: unknown) => void;
 }
 
+type Outcome = { ok: true; result: AppendResult } | { ok: false; error: unknown };
+
 /** Most events committed by one group transaction; the rest wait for the next one. */
 const MAX_EVENTS_PER_COMMIT = 20_000;
 /** Attempts at taking the write lock (each waits up to the busy timeout) before giving up. */
@@ -85,7 +87,7 @@ export class AppendBatcher {
     }
   }
 
-  private commit(batch: PendingAppend[]): ({ ok: true; result: AppendResult } | { ok: false; error: unknown })[] {
+  private commit(batch: PendingAppend[]): Outcome[] {
     for (let attempt = 1; ; attempt++) {
       try {
         let head = 0;
@@ -93,14 +95,14 @@ export class AppendBatcher {
           .transaction(() => {
             head = (this.headStmt.get() as { h: number }).h;
             const recordedAt = new Date().toISOString();
-            return batch.map((p) => {
+            return batch.map((p): Outcome => {
               try {
                 const result = this.appendTx(p, head, recordedAt);
                 if (!result.duplicate) head = result.lastPosition;
-                return { ok: true as const, result };
+                return { ok: true, result };
               } catch (error) {
                 if (isStorageFull(error)) throw error;
-                return { ok: false as const, error: this.resolveFailure(p, error) };
+                return this.resolveFailure(p, error);
               }
             });
           })
@@ -137,14 +139,17 @@ export class AppendBatcher {
     };
   }
 
-  /** After an insert hit a unique id: the duplicate's result, or the idempotency conflict. */
-  private resolveFailure(p: PendingAppend, error: unknown): unknown {
+  /** After an insert hit a unique id: the original result of a duplicate append, or the conflict. */
+  private resolveFailure(p: PendingAppend, error: unknown): Outcome {
     const code = (error as { code?: string }).code;
-    if (code !== 'SQLITE_CONSTRAINT_UNIQUE' && code !== 'SQLITE_CONSTRAINT_PRIMARYKEY') return mapSqliteError(error);
+    if (code !== 'SQLITE_CONSTRAINT_UNIQUE' && code !== 'SQLITE_CONSTRAINT_PRIMARYKEY') {
+      return { ok: false, error: mapSqliteError(error) };
+    }
     try {
-      return this.findDuplicate(p) ?? mapSqliteError(error);
+      const duplicate = this.findDuplicate(p);
+      return duplicate ? { ok: true, result: duplicate } : { ok: false, error: mapSqliteError(error) };
     } catch (conflict) {
-      return conflict;
+      return { ok: false, error: conflict };
     }
   }
 

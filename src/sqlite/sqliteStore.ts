@@ -67,7 +67,7 @@ export class SqliteEventStore implements EventStore {
     this.path = options.path;
     this.durability = durability;
     this.limits = { ...DEFAULT_LIMITS, ...options.limits };
-    this.pageSize = options.readPageSize ?? 500;
+    this.pageSize = validateLimit(options.readPageSize, 'readPageSize') ?? 500;
     if (options.path !== ':memory:') mkdirSync(dirname(options.path), { recursive: true });
     this.db = new Database(options.path, { timeout: options.busyTimeoutMs ?? 10_000 });
     try {
