@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import type { RecordedEvent } from '../../src/core/index.js';
-import { randomStream, tempDir, type TempDir } from '../support/index.js';
+import type { AppendResult, ConsumerInfo, RecordedEvent } from '../../src/core/index.js';
+import { randomConsumer, randomStream, tempDir, type TempDir } from '../support/index.js';
 import { idem, json, startIdem } from './cli.js';
 
 describe('idem serve', () => {
@@ -11,7 +11,7 @@ describe('idem serve', () => {
   });
   after(() => dir.cleanup());
 
-  it('serves the store over HTTP until SIGTERM; store verbs work with --url', async () => {
+  it('serves the store over HTTP until SIGTERM; store verbs and tail --consumer work with --url', async () => {
     const db = dir.file('served/idem.db');
     const server = await startIdem(['serve', '--db', db, '--port', '0']);
     try {
@@ -26,42 +26,29 @@ describe('idem serve', () => {
       assert.match(conflict.stderr, /^idem: wrong_expected_version: /m);
       const read = await idem(['read', stream, '--url', url!, '--json']);
       assert.deepEqual(json<RecordedEvent[]>(read).map((e) => e.data), [{ ok: true }]);
+
+      // A durable consumer over the server's WebSocket: catch-up, live, acks.
+      const consumer = randomConsumer('remote');
+      const tail = await startIdem(['tail', '--consumer', consumer, '--prefix', stream, '--from', 'start', '--url', url!]);
+      let last = 0;
+      try {
+        await tail.waitFor(new RegExp(`${stream}@1 remote\\.made`));
+        await tail.waitFor(/caught up at position \d+/, 'stderr');
+        const live = await idem(['append', stream, '--type', 'remote.live', '--data', '2', '--url', url!, '--json']);
+        last = json<AppendResult>(live).lastPosition;
+        await tail.waitFor(new RegExp(`${stream}@2 remote\\.live`));
+      } finally {
+        const exit = await tail.stop('SIGINT');
+        assert.equal(exit.code, 0, exit.stderr);
+      }
+      const info = json<ConsumerInfo>(await idem(['consumer', 'show', consumer, '--url', url!, '--json']));
+      assert.equal(info.position, last, 'the remote tail acknowledged the live event');
     } finally {
       const exit = await server.stop('SIGTERM');
       assert.equal(exit.code, 0, exit.stderr);
       assert.match(exit.stderr, /idem: stopped/);
     }
     const local = await idem(['events', '--db', db, '--json']);
-    assert.equal(json<RecordedEvent[]>(local).length, 1, 'the server wrote to --db and closed it cleanly');
-  });
-
-  it('with tokens, --url needs IDEM_TOKEN', async () => {
-    const env = { IDEM_TOKENS: 'cli=s3cret-token:admin' };
-    const server = await startIdem(['serve', '--db', dir.file('tokens.db'), '--port', '0', '--json'], { env });
-    try {
-      const [, url] = await server.waitFor(/"url":"(http:\/\/127\.0\.0\.1:\d+)"/);
-      const [denied, allowed] = await Promise.all([
-        idem(['events', '--url', url!]),
-        idem(['events', '--url', url!], { env: { IDEM_TOKEN: 's3cret-token' } }),
-      ]);
-      assert.equal(denied.code, 1);
-      assert.match(denied.stderr, /^idem: unauthorized: /m);
-      assert.equal(allowed.code, 0, allowed.stderr);
-    } finally {
-      const exit = await server.stop('SIGINT');
-      assert.equal(exit.code, 0, exit.stderr);
-    }
-  });
-
-  it('refuses a port in use with exit 2', async () => {
-    const first = await startIdem(['serve', '--db', dir.file('a.db'), '--port', '0']);
-    try {
-      const [, port] = await first.waitFor(/listening on http:\/\/127\.0\.0\.1:(\d+)/);
-      const second = await idem(['serve', '--db', dir.file('b.db'), '--port', port!]);
-      assert.equal(second.code, 2);
-      assert.match(second.stderr, /already in use/);
-    } finally {
-      await first.stop('SIGINT');
-    }
+    assert.equal(json<RecordedEvent[]>(local).length, 2, 'the server wrote to --db and closed it cleanly');
   });
 });
