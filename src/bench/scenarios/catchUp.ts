@@ -49,7 +49,7 @@ export const catchUp: Scenario = {
   description: 'a consumer catching up from position 0: events/s and peak RSS of the reading process',
   needs: [],
   async run(ctx) {
-    const n = ctx.size(50_000, 1_000_000, 1_000);
+    const n = ctx.size(20_000, 1_000_000, 1_000);
     const timeoutMs = ctx.quick ? 60_000 : 300_000;
     const dir = await ctx.tempDir();
     const path = join(dir, 'log.db');

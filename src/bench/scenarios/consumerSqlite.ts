@@ -97,8 +97,8 @@ export const consumerSqlite: Scenario = {
     'idempotent billing consumer, SQLite store -> SQLite target, vs naive loop and set-based batch',
   needs: [],
   async run(ctx: ScenarioContext) {
-    const n = ctx.size(10_000, 100_000, 500);
-    const nNaive = ctx.size(200, 2_000);
+    const n = ctx.size(5_000, 100_000, 500);
+    const nNaive = ctx.size(100, 2_000);
     const dir = await ctx.tempDir();
     const source = await openSqliteStore({ path: join(dir, 'source.db'), durability: 'full' });
     try {

@@ -17,7 +17,7 @@ export const redelivery: Scenario = {
     'the same events delivered twice to the SQLite billing consumer; the second pass is all duplicates',
   needs: [],
   async run(ctx) {
-    const n = ctx.size(10_000, 100_000, 500);
+    const n = ctx.size(5_000, 100_000, 500);
     const dir = await ctx.tempDir();
     const source = await openSqliteStore({ path: join(dir, 'source.db'), durability: 'full' });
     const db = openTargetDb(dir, 'target');
