@@ -1,5 +1,11 @@
 import type { Scenario } from '../types.js';
 import { consumerKillScenario } from './consumerKill.js';
+import { serverKillScenario } from './serverKill.js';
 
 /** Every scenario, in the order they run and are reported. */
-export const SCENARIOS: readonly Scenario[] = [consumerKillScenario('sqlite'), consumerKillScenario('postgres')];
+export const SCENARIOS: readonly Scenario[] = [
+  consumerKillScenario('sqlite'),
+  consumerKillScenario('postgres'),
+  serverKillScenario('sqlite'),
+  serverKillScenario('postgres'),
+];

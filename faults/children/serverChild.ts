@@ -1,0 +1,24 @@
+// A server process for the fault scenarios: `node --import tsx serverChild.ts '<json config>'`.
+// Prints `listening <url>` once it accepts requests. The parent SIGKILLs it.
+import { writeSync } from 'node:fs';
+import type { EventStore } from '../../src/core/eventStore.js';
+import { openPostgresStore } from '../../src/postgres/postgresStore.js';
+import { startServer } from '../../src/server/startServer.js';
+import { openSqliteStore } from '../../src/sqlite/sqliteStore.js';
+
+export interface ServerChildConfig {
+  store: { kind: 'sqlite'; path: string; durability?: 'full' | 'normal' } | { kind: 'postgres'; url: string };
+  /** 0 picks a free port. */
+  port: number;
+}
+
+const config = JSON.parse(process.argv[2] ?? '{}') as ServerChildConfig;
+const store: EventStore =
+  config.store.kind === 'sqlite'
+    ? await openSqliteStore({ path: config.store.path, durability: config.store.durability ?? 'full' })
+    : await openPostgresStore({ connectionString: config.store.url, poolSize: 8 });
+const server = await startServer({ store, port: config.port, logger: false, closeStore: true });
+writeSync(1, `listening ${server.url}\n`);
+process.on('SIGTERM', () => {
+  void server.close().then(() => process.exit(0));
+});
