@@ -2,12 +2,12 @@
 import { STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import websocket from '@fastify/websocket';
-import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyServerOptions } from 'fastify';
 import { IdemError, InvalidInputError } from '../core/errors.js';
 import type { EventStore } from '../core/eventStore.js';
 import { requireScope } from './access.js';
 import { DEFAULT_SERVER_LIMITS, type RouteContext, type ServerLimits } from './context.js';
-import { errorBody, statusForCode, toIdemError } from './httpErrors.js';
+import { clientErrorHandler, errorBody, statusForCode, toIdemError } from './httpErrors.js';
 import { nestsDeeperThan } from './jsonDepth.js';
 import { ServerMetrics } from './metrics.js';
 import { registerConsumerRoutes } from './routes/consumerRoutes.js';
@@ -58,6 +58,15 @@ export async function createServer(options: ServerOptions): Promise<IdemServer> 
   const app = Fastify({
     logger: options.logger ?? false,
     bodyLimit: limits.maxBodyBytes,
+    clientErrorHandler,
+    // Router-level refusals (a malformed percent-encoding, an over-long path segment) get the usual error body.
+    frameworkErrors: (err, _req, reply) => {
+      const e =
+        err.code === 'FST_ERR_MAX_PARAM_LENGTH'
+          ? new IdemError('too_large', 'url: a path segment is longer than the server accepts', { field: 'url' })
+          : new InvalidInputError('url', 'is not a well-formed URL path');
+      void (reply as FastifyReply).code(e.code === 'too_large' ? 414 : 400).send(errorBody(e));
+    },
     // Stream names may be 200 characters, up to 12 bytes each once percent-encoded.
     routerOptions: { maxParamLength: 4096 },
     // Event data is opaque JSON: a "__proto__" or "constructor" key is kept as a plain key (JSON.parse

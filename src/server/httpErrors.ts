@@ -1,4 +1,6 @@
 /** How errors leave the server: a stable JSON body and an HTTP status chosen from the error code. */
+import { STATUS_CODES } from 'node:http';
+import type { Duplex } from 'node:stream';
 import { IdemError, InvalidInputError, TooLargeError, type ErrorCode } from '../core/errors.js';
 import type { WireError } from './protocol.js';
 
@@ -62,4 +64,32 @@ export function toIdemError(err: unknown, bodyLimit: number): IdemError | null {
   }
   if (status >= 400 && status < 500) return new InvalidInputError('request', message);
   return null;
+}
+
+/**
+ * Answers requests Node's HTTP parser refuses (oversized headers or URL, malformed request lines) with
+ * the same JSON error body as every other error, then closes the connection.
+ */
+export function clientErrorHandler(err: Error & { code?: string }, socket: Duplex): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  let status: number;
+  let e: IdemError;
+  if (err.code === 'HPE_HEADER_OVERFLOW') {
+    status = 431;
+    e = new IdemError('too_large', 'headers: the request line and headers exceed the server limit', { field: 'headers' });
+  } else if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT') {
+    status = 408;
+    e = new InvalidInputError('request', 'was not received in time');
+  } else {
+    status = 400;
+    e = new InvalidInputError('request', 'is not a well-formed HTTP request');
+  }
+  const body = JSON.stringify(errorBody(e));
+  if (socket.writable) {
+    socket.write(
+      `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Error'}\r\ncontent-type: application/json; charset=utf-8\r\n` +
+        `content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+    );
+  }
+  socket.destroy();
 }
