@@ -1,5 +1,6 @@
 import type { Scenario } from '../types.js';
 import { consumerKillScenario } from './consumerKill.js';
+import { networkCutsScenario } from './networkCuts.js';
 import { serverKillScenario } from './serverKill.js';
 
 /** Every scenario, in the order they run and are reported. */
@@ -8,4 +9,5 @@ export const SCENARIOS: readonly Scenario[] = [
   consumerKillScenario('postgres'),
   serverKillScenario('sqlite'),
   serverKillScenario('postgres'),
+  networkCutsScenario,
 ];
