@@ -2,6 +2,7 @@
 import { STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import websocket from '@fastify/websocket';
+import type { Registry } from 'prom-client';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyServerOptions } from 'fastify';
 import { IdemError, InvalidInputError } from '../core/errors.js';
 import type { EventStore } from '../core/eventStore.js';
@@ -30,6 +31,11 @@ export interface ServerOptions {
   heartbeatMs?: number;
   /** A WebSocket silent this long is closed and its leases released. @default 10000 */
   silenceMs?: number;
+  /**
+   * More prom-client registries to include on /metrics, e.g. the one given to consumers running in this
+   * process (`createConsumer({ metrics: { registry } })`): their repeat rate, gaps and reconnects.
+   */
+  metricsRegistries?: readonly Registry[];
   /** Reports whether the store's schema is current, for `/health` (stores may also offer `migrationStatus()`). */
   migrationStatus?: () => MigrationStatus | Promise<MigrationStatus>;
 }
@@ -48,7 +54,7 @@ export async function createServer(options: ServerOptions): Promise<IdemServer> 
   const storeLimits = (store as { limits?: Partial<ServerLimits> }).limits ?? {};
   const limits: ServerLimits = { ...DEFAULT_SERVER_LIMITS, ...pickStoreLimits(storeLimits), ...options.limits };
   const tokens = options.tokens instanceof TokenRegistry ? options.tokens : new TokenRegistry(options.tokens ?? []);
-  const metrics = new ServerMetrics();
+  const metrics = new ServerMetrics(options.metricsRegistries ?? []);
   const ctx: RouteContext = { store, limits, metrics };
   const heartbeatMs = options.heartbeatMs ?? 3000;
   const silenceMs = options.silenceMs ?? 10_000;

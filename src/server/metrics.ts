@@ -8,6 +8,9 @@ const STATUSES: readonly ConsumerStatus[] = ['running', 'idle', 'stopped', 'fail
 
 export class ServerMetrics {
   readonly registry = new Registry();
+  /** Further registries rendered on /metrics too, e.g. consumers' (`createConsumer({ metrics: { registry } })`). */
+  constructor(private readonly extra: readonly Registry[] = []) {}
+
   private readonly appends = new Counter({
     name: 'idem_appends_total',
     help: 'Append requests served, by result (created or duplicate)',
@@ -108,7 +111,8 @@ export class ServerMetrics {
       this.consumerEpoch.set(labels, c.epoch);
       for (const s of STATUSES) this.consumerStatus.set({ consumer: c.name, status: s }, c.status === s ? 1 : 0);
     }
-    return this.registry.metrics();
+    if (this.extra.length === 0) return this.registry.metrics();
+    return Registry.merge([this.registry, ...this.extra]).metrics();
   }
 
   get contentType(): string {
