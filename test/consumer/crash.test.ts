@@ -34,21 +34,24 @@ interface Life {
   last: { delivered: number; duplicates: number; processed: number };
 }
 
-/** Runs the child once; SIGKILLs it `killAfterMs` after it reports `ready` (unless null). */
-function runChild(command: string[], args: string[], killAfterMs: number | null): Promise<Life> {
+/**
+ * Runs the child once. Unless `shouldKill` is null, polls it every 2 ms and SIGKILLs the child as soon
+ * as it says so (it watches the child's progress in the databases): the kill lands wherever the child
+ * is by then (mid-batch, between the commit and the ack, ...), on a fast or a loaded machine alike.
+ */
+function runChild(command: string[], args: string[], shouldKill: (() => boolean) | null): Promise<Life> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [...command, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
     const life: Life = { killed: false, done: false, last: { delivered: 0, duplicates: 0, processed: 0 } };
     let stderr = '';
-    let timer: NodeJS.Timeout | undefined;
     child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    const poll = shouldKill
+      ? setInterval(() => {
+          if (!life.killed && shouldKill()) life.killed = child.kill('SIGKILL');
+        }, 2)
+      : undefined;
     createInterface({ input: child.stdout }).on('line', (line) => {
-      if (line === 'ready' && killAfterMs !== null) {
-        // The fault: a kill -9 at a random moment of the processing.
-        timer = setTimeout(() => {
-          life.killed = child.kill('SIGKILL');
-        }, killAfterMs);
-      } else if (line === 'done') life.done = true;
+      if (line === 'done') life.done = true;
       else if (line.startsWith('m ')) {
         const [delivered, duplicates, processed] = line.slice(2).split(' ').map(Number);
         life.last = { delivered: delivered!, duplicates: duplicates!, processed: processed! };
@@ -56,8 +59,8 @@ function runChild(command: string[], args: string[], killAfterMs: number | null)
     });
     child.on('error', reject);
     child.on('exit', (code, signal) => {
-      clearTimeout(timer);
-      if (signal === 'SIGKILL' || code === 0) resolve(life);
+      clearInterval(poll);
+      if (signal === 'SIGKILL' || code === 0 || code === 75) resolve(life);
       else reject(new Error(`child exited with ${code ?? signal}: ${stderr}`));
     });
   });
@@ -73,7 +76,8 @@ interface Outcome {
   ledgerRows: number;
 }
 
-async function crashRun(mode: 'ledger' | 'blind', events: number, minKills: number): Promise<Outcome> {
+/** `maxPerLife`: a life is killed once a random 1..maxPerLife more events are committed (or blindly written), until `minKills` kills. */
+async function crashRun(mode: 'ledger' | 'blind', events: number, minKills: number, maxPerLife: number): Promise<Outcome> {
   const dir = tempDir('idem-crash-');
   try {
     const storePath = dir.file('store.db');
@@ -98,9 +102,29 @@ async function crashRun(mode: 'ledger' | 'blind', events: number, minKills: numb
     let kills = 0;
     let delivered = 0;
     let duplicates = 0;
+    // Progress as the parent sees it: the target's checkpoint (ledger run) or the blind counter's
+    // committed rows (blind run), read through their own read-only connections.
+    const progress = (): number => {
+      try {
+        const db = new Database(mode === 'ledger' ? targetPath : blindPath, { readonly: true, fileMustExist: true });
+        try {
+          return mode === 'ledger'
+            ? ((db.prepare(`SELECT position FROM idem_checkpoints WHERE consumer = 'billing_v2'`).get() as { position: number } | undefined)?.position ?? 0)
+            : ((db.prepare('SELECT sum(events) AS n FROM invoice_status').get() as { n: number | null }).n ?? 0);
+        } finally {
+          db.close();
+        }
+      } catch {
+        return 0; // not created yet
+      }
+    };
     for (let life = 0; life < 500; life++) {
-      const killAfter = kills < minKills ? Math.floor(Math.random() * 30) : null;
-      const l = await runChild(command, args, killAfter);
+      let shouldKill: (() => boolean) | null = null;
+      if (kills < minKills) {
+        const at = progress() + 1 + Math.floor(Math.random() * maxPerLife);
+        shouldKill = () => progress() >= at;
+      }
+      const l = await runChild(command, args, shouldKill);
       if (l.killed && !l.done) kills++;
       delivered += l.last.delivered;
       duplicates += l.last.duplicates;
@@ -133,7 +157,7 @@ async function crashRun(mode: 'ledger' | 'blind', events: number, minKills: numb
 
 describe('consumer crash test (SIGKILL at random moments, SQLite store + SQLite target)', () => {
   it('with the ledger in the output transaction: exactly-once totals, one ledger row per event', async () => {
-    const r = await crashRun('ledger', 20_000, 20);
+    const r = await crashRun('ledger', 20_000, 20, 800);
     console.log(
       `# ledger: delivered=${r.delivered} (reported) duplicates=${r.duplicates} kills=${r.kills} lost=${r.lost} doubled=${r.doubled} ledger_rows=${r.ledgerRows}`,
     );
@@ -145,7 +169,7 @@ describe('consumer crash test (SIGKILL at random moments, SQLite store + SQLite 
   });
 
   it('with a blind counter outside the ledger transaction: the same kills double events (the test can fail)', async () => {
-    const r = await crashRun('blind', 4_000, 5);
+    const r = await crashRun('blind', 4_000, 5, 300);
     console.log(`# blind: delivered=${r.delivered} (reported) duplicates=${r.duplicates} kills=${r.kills} lost=${r.lost} doubled=${r.doubled}`);
     assert.ok(r.kills >= 5);
     assert.equal(r.lost, 0);

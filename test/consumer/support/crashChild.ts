@@ -1,5 +1,5 @@
 // A billing consumer process for the crash test: `node --import tsx crashChild.ts <store.db> <target.db> <ledger|blind> [blind.db]`.
-// Prints `ready` once it owns the consumer, `m <delivered> <duplicates> <processed>` every few ms, and
+// Exits 75 if it loses the lease. Prints `ready` once it owns the consumer, `m <delivered> <duplicates> <processed>` every few ms, and
 // `done` when it has caught up with the store. The parent SIGKILLs it at random moments.
 import Database from 'better-sqlite3';
 import { createConsumer } from '../../../src/consumer/consumer.js';
@@ -28,6 +28,7 @@ const blindUpsert = blind?.prepare(
    ON CONFLICT (stream) DO UPDATE SET total = total + excluded.total, events = events + 1`,
 );
 
+let handled = 0;
 const consumer = createConsumer({
   name: 'billing_v2',
   source: store,
@@ -37,20 +38,28 @@ const consumer = createConsumer({
   standby: true,
   leaseTtlMs: 400,
   handle: (event) => {
+    // Progress for the parent, written synchronously to the pipe (timers may starve during catch-up).
+    if (++handled % 50 === 0) report();
     const amount = (event.data as { amount: number }).amount;
     if (blindUpsert) blindUpsert.run(event.stream, amount);
     else upsert.run(event.stream, amount); // on ctx.tx, which is target.db inside the batch transaction
   },
 });
 
-const report = (): void => {
+function report(): void {
   const m = consumer.metrics();
   process.stdout.write(`m ${m.delivered} ${m.duplicates} ${m.processed}\n`);
-};
+}
 await consumer.start();
 process.stdout.write('ready\n');
 const timer = setInterval(report, 5);
-await consumer.whenCaughtUp();
+try {
+  await consumer.whenCaughtUp();
+} catch (err) {
+  // On a loaded machine the short lease can lapse and be taken over (fenced): exit and be restarted.
+  process.stdout.write(`lost ${(err as Error).message}\n`);
+  process.exit(75);
+}
 clearInterval(timer);
 report();
 await consumer.stop();
