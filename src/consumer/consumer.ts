@@ -47,7 +47,9 @@ export interface Consumer {
 
 interface Waiter {
   head: number;
+  /** The last event up to `head` that the filter matches, once looked up (null before). */
   lastMatching: number | null;
+  scanning: boolean;
   resolve: () => void;
   reject: (err: Error) => void;
 }
@@ -303,21 +305,10 @@ class ConsumerRuntime<Tx> implements Consumer {
     }
     let waiter!: Waiter;
     const done = new Promise<void>((resolve, reject) => {
-      waiter = { head, lastMatching: null, resolve, reject };
+      waiter = { head, lastMatching: null, scanning: false, resolve, reject };
     });
     this.waiters.add(waiter);
     this.checkWaiters();
-    if (this.waiters.has(waiter)) {
-      // The source delivers only matching events, so find the last one up to the head: once it is
-      // acknowledged, everything up to the head is.
-      let last = 0;
-      for await (const e of this.o.source.readAll({ after: this.acked, filter: this.o.filter })) {
-        if (e.position > head) break;
-        last = e.position;
-      }
-      waiter.lastMatching = last;
-      this.checkWaiters();
-    }
     if (options.timeoutMs === undefined) return done;
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {
@@ -342,8 +333,31 @@ class ConsumerRuntime<Tx> implements Consumer {
       if (ok) {
         this.waiters.delete(w);
         w.resolve();
+      } else if (this.caughtUpAt >= 0 && w.lastMatching === null && !w.scanning) {
+        // Live, but behind the waiter's head: the source delivers only matching events, so find the
+        // last one up to the head; once it is acknowledged, everything up to the head is.
+        w.scanning = true;
+        void this.lastMatching(w.head).then(
+          (last) => {
+            w.lastMatching = last;
+            this.checkWaiters();
+          },
+          (err: unknown) => {
+            this.waiters.delete(w);
+            w.reject(asError(err));
+          },
+        );
       }
     }
+  }
+
+  private async lastMatching(head: number): Promise<number> {
+    let last = 0;
+    for await (const e of this.o.source.readAll({ after: this.acked, filter: this.o.filter })) {
+      if (e.position > head) break;
+      last = e.position;
+    }
+    return last;
   }
 }
 
