@@ -6,7 +6,7 @@ import { createConsumer } from '../consumer/index.js';
 import { openSqliteStore, sqliteTarget } from '../sqlite/index.js';
 import { waitForPosition } from './consumerRun.js';
 
-export type CatchUpMode = 'raw' | 'subscribe' | 'consumer';
+export type CatchUpMode = 'raw' | 'consumer';
 
 export interface CatchUpResult {
   events: number;
@@ -45,22 +45,6 @@ async function run(mode: CatchUpMode, path: string, expected: number): Promise<C
   }
   const store = await openSqliteStore({ path });
   try {
-    if (mode === 'subscribe') {
-      const startRss = process.memoryUsage.rss();
-      const t0 = performance.now();
-      const sub = await store.subscribe('catchup_v1', { from: 'start' });
-      let count = 0;
-      for await (const m of sub) {
-        if (m.kind !== 'events') continue;
-        count += m.events.length;
-        progress(count);
-        await sub.ack(m.events[m.events.length - 1]!.position);
-        if (count >= expected) break;
-      }
-      const seconds = (performance.now() - t0) / 1000;
-      await sub.close();
-      return result(count, seconds, startRss, tenthRss);
-    }
     const target = sqliteTarget(join(path, '..', 'catchup-target.db'));
     let count = 0;
     const consumer = createConsumer({

@@ -71,7 +71,11 @@ export async function benchMain(argv: readonly string[], io: BenchIo = process):
     return 0;
   }
   try {
-    const report = await runBench({ ...args.options, log: (m) => io.stderr.write(`# ${m}\n`) });
+    const report = await runBench({
+      ...args.options,
+      handleSignals: true,
+      log: (m) => io.stderr.write(`# ${m}\n`),
+    });
     io.stdout.write(args.json ? `${JSON.stringify(report, null, 2)}\n` : formatTable(report));
     return report.failed.length > 0 ? 1 : 0;
   } catch (err) {

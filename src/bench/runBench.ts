@@ -13,6 +13,8 @@ export interface BenchOptions {
   only?: readonly string[];
   /** The PostgreSQL server for the PostgreSQL scenarios; a database with a random name is created and dropped. */
   postgresUrl?: string;
+  /** On SIGINT/SIGTERM, remove temporary files and databases, then exit (for command-line runs). @default false */
+  handleSignals?: boolean;
   /** Progress lines. @default none */
   log?: (message: string) => void;
 }
@@ -63,6 +65,15 @@ export async function runBench(options: BenchOptions = {}): Promise<BenchReport>
     log,
   };
   let postgresReason: string | null | undefined;
+  // Ctrl-C or a kill must not leave databases behind: clean up, then exit as the signal would.
+  const onSignal = (sig: NodeJS.Signals): void => {
+    log(`${sig}: cleaning up`);
+    void resources.cleanup().finally(() => process.exit(sig === 'SIGINT' ? 130 : 143));
+  };
+  if (options.handleSignals) {
+    process.once('SIGINT', onSignal);
+    process.once('SIGTERM', onSignal);
+  }
   try {
     for (const scenario of selected) {
       if (scenario.needs.includes('postgres')) {
@@ -90,6 +101,8 @@ export async function runBench(options: BenchOptions = {}): Promise<BenchReport>
       }
     }
   } finally {
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
     for (const problem of await resources.cleanup()) log(`cleanup: ${problem}`);
   }
   report.totalSeconds = (Date.now() - started) / 1000;

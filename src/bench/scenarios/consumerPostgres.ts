@@ -115,8 +115,8 @@ export const consumerPostgres: Scenario = {
     'idempotent billing consumer, PostgreSQL store -> PostgreSQL target, vs naive loop and set-based batch',
   needs: ['postgres'],
   async run(ctx) {
-    const n = ctx.size(5_000, 100_000, 500);
-    const nNaive = ctx.size(100, 2_000);
+    const n = ctx.size(5_000, 50_000, 500);
+    const nNaive = ctx.size(100, 1_000);
     const source = await openPostgresStore({ connectionString: await ctx.postgresDatabase() });
     try {
       ctx.log(`${NAME}: populating the source with ${n} events`);

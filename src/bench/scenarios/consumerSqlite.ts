@@ -98,7 +98,7 @@ export const consumerSqlite: Scenario = {
   needs: [],
   async run(ctx: ScenarioContext) {
     const n = ctx.size(5_000, 100_000, 500);
-    const nNaive = ctx.size(100, 2_000);
+    const nNaive = ctx.size(100, 1_000);
     const dir = await ctx.tempDir();
     const source = await openSqliteStore({ path: join(dir, 'source.db'), durability: 'full' });
     try {

@@ -138,7 +138,7 @@ export const liveLatency: Scenario = {
   description: 'append -> committed handler output latency at 1,000 events/s, embedded and over WebSocket',
   needs: [],
   async run(ctx) {
-    const total = ctx.size(2_000, 15_000);
+    const total = ctx.size(2_000, 10_000);
     const out: BenchRow[] = [];
 
     // Two synchronous fsyncs per event cannot keep up with 1,000/s here, so the baseline runs fewer

@@ -15,10 +15,10 @@ function sizes(ctx: ScenarioContext): {
   batched: number;
 } {
   return {
-    single: ctx.size(100, 2_000),
-    concurrent: ctx.size(1_600, 20_000, 16),
-    batchedSequential: ctx.size(2_000, 50_000, 100),
-    batched: ctx.size(9_600, 200_000, 1_600),
+    single: ctx.size(100, 1_000),
+    concurrent: ctx.size(1_600, 10_000, 16),
+    batchedSequential: ctx.size(2_000, 20_000, 100),
+    batched: ctx.size(9_600, 100_000, 1_600),
   };
 }
 
