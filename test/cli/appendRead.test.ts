@@ -112,7 +112,8 @@ describe('idem append, read and events on the embedded store', () => {
       { args: ['events', '--after', '-1', '--db', db], stderr: /^idem: (usage|invalid_input): .*--after/m },
       { args: ['read', stream, '--lmit', '3', '--db', db], stderr: /^idem: usage: unknown option '--lmit'/m },
       { args: ['frobnicate'], stderr: /^idem: usage: unknown command 'frobnicate'/m },
-      { args: ['bench', '--bogus'], stderr: /^idem bench: Unknown option '--bogus'/m },
+      { args: ['bench', '--bogus'], stderr: /^idem: usage: unknown option '--bogus'/m },
+      { args: ['bench', '--scale', 'big'], stderr: /^idem: invalid_input: --scale: must be a number > 0/m },
       { args: ['read', stream, '--db', db, '--postgres', 'postgres://x'], stderr: /^idem: usage: choose one of --db, --postgres and --url/m },
     ];
     // A few through the real binary, the rest through `main` in this process.
