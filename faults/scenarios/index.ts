@@ -2,6 +2,7 @@ import type { Scenario } from '../types.js';
 import { consumerKillScenario } from './consumerKill.js';
 import { networkCutsScenario } from './networkCuts.js';
 import { serverKillScenario } from './serverKill.js';
+import { splitBrainScenario } from './splitBrain.js';
 
 /** Every scenario, in the order they run and are reported. */
 export const SCENARIOS: readonly Scenario[] = [
@@ -10,4 +11,5 @@ export const SCENARIOS: readonly Scenario[] = [
   serverKillScenario('sqlite'),
   serverKillScenario('postgres'),
   networkCutsScenario,
+  splitBrainScenario,
 ];

@@ -9,7 +9,7 @@ import { createConsumer, type Consumer } from '../../src/consumer/consumer.js';
 import { sqliteTarget, type SqliteTarget } from '../../src/sqlite/target.js';
 import { openSqliteStore } from '../../src/sqlite/sqliteStore.js';
 import { countOutput, createSqliteOutput, readSqliteOutput, sqliteRecorder } from '../output.js';
-import { ScriptRunner, delay, until } from '../processes.js';
+import { ScriptRunner, delay } from '../processes.js';
 import { CuttingProxy } from '../proxy.js';
 import { startServerChild, type ServerProcess } from '../serverChildren.js';
 import { readEvents } from '../stores.js';
@@ -59,13 +59,11 @@ async function run(ctx: ScenarioContext): Promise<ScenarioBody> {
     }
     await Promise.all(consumers.map((c) => c.start()));
     let appending = true;
-    let appended = 0;
     const appendLoop = (async () => {
       const ar = r.fork('appends');
       while (appending) {
         const n = ar.int(1, 5);
         await direct.append(`order-${ar.int(1, 30)}`, Array.from({ length: n }, (_, i) => ({ type: 'order.placed', data: { i } })));
-        appended += n;
         await delay(ar.int(0, 10));
       }
     })();
@@ -103,7 +101,6 @@ async function run(ctx: ScenarioContext): Promise<ScenarioBody> {
     }
     body.faultCount = proxy.cuts;
     body.faults = `${proxy.cuts} connection cuts (1 down ${LEASE_TTL_MS * 2.5} ms > lease ${LEASE_TTL_MS} ms)`;
-    void appended;
     return body;
   } finally {
     await Promise.all(consumers.map((c) => c.stop().catch(() => undefined)));
