@@ -109,6 +109,8 @@ class ConsumerRuntime<Tx> implements Consumer {
   private async doStart(): Promise<void> {
     try {
       await this.o.target.migrate();
+      // Records the version's live point (effects of older events are suppressed) and starts the effect dispatcher, if any.
+      await this.o.effects?.start();
       if (this.o.standby) this.phase = 'standby';
       const sub = await this.subscribe();
       if (this.stopping) {
@@ -250,6 +252,7 @@ class ConsumerRuntime<Tx> implements Consumer {
   }
 
   private async doStop(): Promise<void> {
+    await this.o.effects?.stop();
     if (this.state === 'stopped' || this.state === 'failed' || this.phase === 'created') return;
     this.stopping = true;
     this.phase = 'stopping';

@@ -7,6 +7,8 @@ import { normalizeFilter, type EventFilter } from '../core/filter.js';
 import type { StartFrom } from '../core/subscription.js';
 import { validateConsumerName } from '../core/validation.js';
 import { normalizeGuards, type Guard, type GuardSet } from './guards.js';
+import { resolveConsumerEffects, type ConsumerEffects, type ConsumerEffectsOptions } from '../effects/consumerEffects.js';
+import type { EffectCallOptions, EffectWrite } from '../effects/types.js';
 
 /** What a handler gets besides the event. */
 export interface HandlerContext<Tx> {
@@ -25,6 +27,16 @@ export interface HandlerContext<Tx> {
    * already: an additive metric that cannot double, even across consumer versions. Returns whether it counted.
    */
   addOnce(counter: string, member: string, amount?: number): Promise<boolean>;
+  /**
+   * Records an external effect in the target's outbox, in this transaction, keyed by (scope, key) with
+   * `key` defaulting to `${event.id}:${kind}`: a redelivered event writes nothing new. A dispatcher
+   * calls the effect's handler after the commit. See docs/effects-and-replay.md.
+   */
+  effect(kind: string, payload: unknown, options?: EffectCallOptions): Promise<EffectWrite>;
+  /** The consumer's version from its name (`billing_v3` -> 3), or null for an unversioned name. */
+  readonly version: number | null;
+  /** What a versioned projection appends to its table names: `_v3` for `billing_v3`, '' without a version. */
+  readonly tableSuffix: string;
 }
 
 export type Handler<Tx> = (event: RecordedEvent, ctx: HandlerContext<Tx>) => void | Promise<void>;
@@ -83,6 +95,8 @@ export interface ConsumerOptions<Tx> {
   metrics?: ConsumerMetricsOptions;
   /** Reconnect delays after a source or target failure: first and largest, in ms. @default { initialDelayMs: 100, maxDelayMs: 5000 } */
   reconnect?: { initialDelayMs?: number; maxDelayMs?: number };
+  /** Effect outbox settings: handlers for a dispatcher started with the consumer, replay policy, scope. */
+  effects?: ConsumerEffectsOptions<Tx>;
 }
 
 export interface ResolvedOptions<Tx> {
@@ -101,6 +115,8 @@ export interface ResolvedOptions<Tx> {
   owner: string | undefined;
   metrics: ConsumerMetricsOptions | undefined;
   reconnect: { initialDelayMs: number; maxDelayMs: number };
+  /** null when the target has no outbox (and no `effects` option was given). */
+  effects: ConsumerEffects<Tx> | null;
 }
 
 function intOption(value: unknown, field: string, min: number, fallback: number): number {
@@ -171,5 +187,6 @@ export function resolveOptions<Tx>(options: ConsumerOptions<Tx>): ResolvedOption
       initialDelayMs: intOption(options.reconnect?.initialDelayMs, 'reconnect.initialDelayMs', 0, 100),
       maxDelayMs: intOption(options.reconnect?.maxDelayMs, 'reconnect.maxDelayMs', 0, 5000),
     },
+    effects: resolveConsumerEffects(name, target, source, options.effects),
   };
 }

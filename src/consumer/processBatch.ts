@@ -1,11 +1,12 @@
 import type { LedgerEntry, TargetTransaction } from '../core/consumerTarget.js';
-import { FencedError } from '../core/errors.js';
+import { FencedError, InvalidInputError } from '../core/errors.js';
 import type { RecordedEvent } from '../core/event.js';
 import { matchesFilter } from '../core/filter.js';
 import type { ParkInfo } from '../core/subscription.js';
 import { backoffDelay, sleep } from './backoff.js';
 import type { HandlerContext, ResolvedOptions } from './options.js';
 import { VersionGapError } from './versionGapError.js';
+import { parseVersionedName } from '../effects/names.js';
 
 /** What the runtime needs from the subscription while a batch's transaction is open. */
 export interface BatchDeps<Tx> {
@@ -83,6 +84,7 @@ function runBatch<Tx>(
 ): Promise<BatchOutcome> {
   const o = deps.options;
   const name = o.name;
+  const { version, tableSuffix } = parseVersionedName(name);
   return o.target.transaction(async (t: TargetTransaction<Tx>): Promise<BatchOutcome> => {
     const tally: BatchTally = {
       processed: 0,
@@ -140,6 +142,12 @@ function runBatch<Tx>(
           redelivery,
           recovered,
           addOnce: (counter, member, amount = 1) => t.addOnce(counter, member, amount),
+          effect: (kind, payload, options) =>
+            o.effects
+              ? o.effects.write(t.tx, e, kind, payload, options)
+              : Promise.reject(new InvalidInputError('effect', `the ${o.target.kind} target has no effect outbox`)),
+          version,
+          tableSuffix,
         };
         if (used) await t.savepoint();
         const started = performance.now();

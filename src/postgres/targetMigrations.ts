@@ -1,5 +1,6 @@
 import type { Pool } from 'pg';
 import { quoteSchema } from './schemaName.js';
+import { OUTBOX_MIGRATION } from './targetOutbox.js';
 
 /** One numbered step of the PostgreSQL target's schema. Never edit a released one; append new ones. */
 export interface TargetMigration {
@@ -48,6 +49,7 @@ export const TARGET_MIGRATIONS: TargetMigration[] = [
       );
     `,
   },
+  OUTBOX_MIGRATION,
 ];
 
 /**

@@ -1,4 +1,5 @@
 import type { Migration } from './migrations.js';
+import { OUTBOX_MIGRATION } from './targetOutbox.js';
 
 /** The table that records which target migrations a database has (separate from the store's `idem_schema`). */
 export const TARGET_SCHEMA_TABLE = 'idem_target_schema';
@@ -45,4 +46,5 @@ export const TARGET_MIGRATIONS: Migration[] = [
       `);
     },
   },
+  OUTBOX_MIGRATION,
 ];
