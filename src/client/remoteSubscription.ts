@@ -48,6 +48,7 @@ export async function openRemoteSubscription(
   if (options.owner !== undefined) request.owner = options.owner;
 
   const socket = new WebSocket(ctx.wsUrl, { headers: ctx.headers, maxPayload: 1024 * 1024 * 1024 });
+  let heartbeatMs = 3000;
   return new Promise<RemoteSubscription>((resolve, reject) => {
     let settled = false;
     const fail = (err: Error): void => {
@@ -88,7 +89,10 @@ export async function openRemoteSubscription(
         fail(new IdemError('internal', 'server sent a message that is not JSON'));
         return;
       }
-      if (msg.type === 'hello') return;
+      if (msg.type === 'hello') {
+        heartbeatMs = typeof msg.heartbeatMs === 'number' && msg.heartbeatMs > 0 ? msg.heartbeatMs : heartbeatMs;
+        return;
+      }
       if (msg.type === 'error' && (msg.sub === SUB || msg.req === 0 || msg.sub === undefined)) {
         fail(errorFromWire(msg.error));
         return;
@@ -97,7 +101,9 @@ export async function openRemoteSubscription(
         settled = true;
         options.signal?.removeEventListener('abort', onAbort);
         socket.removeAllListeners();
-        resolve(new RemoteSubscription(socket, ctx, msg.consumer, msg.epoch, msg.position, options.signal));
+        // Three missed heartbeats (at least 5 s) mean a dead connection.
+        const silenceMs = Math.max(5000, 3 * heartbeatMs);
+        resolve(new RemoteSubscription(socket, ctx, msg.consumer, msg.epoch, msg.position, options.signal, silenceMs));
       }
     });
   });
@@ -126,6 +132,7 @@ export class RemoteSubscription implements Subscription {
     readonly epoch: number,
     readonly startPosition: number,
     signal: AbortSignal | undefined,
+    silenceMs: number,
   ) {
     this.socketClosed = new Promise((resolve) => socket.once('close', () => resolve()));
     socket.on('message', (data) => this.onMessage(rawText(data)));
@@ -134,8 +141,8 @@ export class RemoteSubscription implements Subscription {
     socket.on('close', () => this.onSocketClose());
     // The server sends a heartbeat every few seconds; a much longer silence means a dead connection.
     this.watchdog = setInterval(() => {
-      if (Date.now() - this.lastSeen > 20_000) socket.terminate();
-    }, 2_000);
+      if (Date.now() - this.lastSeen > silenceMs) socket.terminate();
+    }, Math.min(2_000, silenceMs / 2));
     this.watchdog.unref();
     signal?.addEventListener('abort', () => void this.close(), { once: true });
   }
