@@ -1,6 +1,7 @@
 import type { Scenario } from '../types.js';
 import { consumerKillScenario } from './consumerKill.js';
 import { networkCutsScenario } from './networkCuts.js';
+import { poisonScenario } from './poison.js';
 import { serverKillScenario } from './serverKill.js';
 import { splitBrainScenario } from './splitBrain.js';
 
@@ -12,4 +13,5 @@ export const SCENARIOS: readonly Scenario[] = [
   serverKillScenario('postgres'),
   networkCutsScenario,
   splitBrainScenario,
+  poisonScenario,
 ];
