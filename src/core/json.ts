@@ -4,11 +4,20 @@ export type JsonPrimitive = null | boolean | number | string;
 export type JsonValue = JsonPrimitive | JsonValue[] | { [key: string]: JsonValue };
 export type JsonObject = { [key: string]: JsonValue };
 
+/** Deepest nesting of arrays and objects accepted in event data and metadata. */
+export const MAX_JSON_DEPTH = 512;
+
 /**
  * Why `value` is not plain JSON, or `null` when it is. Rejects functions, symbols, BigInt, undefined,
- * non-finite numbers, cycles, and objects that are not plain (Date, Map, class instances).
+ * non-finite numbers, cycles, objects that are not plain (Date, Map, class instances), and nesting
+ * deeper than `MAX_JSON_DEPTH` (which would overflow the stack of every JSON reader after it).
  */
-export function jsonProblem(value: unknown, path = '', seen: Set<object> = new Set()): string | null {
+export function jsonProblem(
+  value: unknown,
+  path = '',
+  seen: Set<object> = new Set(),
+  depth = 0,
+): string | null {
   switch (typeof value) {
     case 'string':
     case 'boolean':
@@ -29,11 +38,12 @@ export function jsonProblem(value: unknown, path = '', seen: Set<object> = new S
   if (value === null) return null;
   const obj = value;
   if (seen.has(obj)) return `${path || 'value'} contains a cycle`;
+  if (depth >= MAX_JSON_DEPTH) return `${path || 'value'} is nested deeper than ${MAX_JSON_DEPTH} levels`;
   seen.add(obj);
   try {
     if (Array.isArray(obj)) {
       for (let i = 0; i < obj.length; i++) {
-        const p = jsonProblem(obj[i] as unknown, `${path}[${i}]`, seen);
+        const p = jsonProblem(obj[i] as unknown, `${path}[${i}]`, seen, depth + 1);
         if (p) return p;
       }
       return null;
@@ -43,7 +53,7 @@ export function jsonProblem(value: unknown, path = '', seen: Set<object> = new S
       return `${path || 'value'} is not a plain object (${obj.constructor?.name ?? 'unknown'})`;
     }
     for (const [k, v] of Object.entries(obj)) {
-      const p = jsonProblem(v, path ? `${path}.${k}` : k, seen);
+      const p = jsonProblem(v, path ? `${path}.${k}` : k, seen, depth + 1);
       if (p) return p;
     }
     return null;
