@@ -2,8 +2,10 @@ import type { Scenario } from '../types.js';
 import { consumerKillScenario } from './consumerKill.js';
 import { networkCutsScenario } from './networkCuts.js';
 import { poisonScenario } from './poison.js';
+import { postgresTerminateScenario } from './postgresTerminate.js';
 import { serverKillScenario } from './serverKill.js';
 import { splitBrainScenario } from './splitBrain.js';
+import { sqliteDiskFullScenario } from './sqliteDiskFull.js';
 
 /** Every scenario, in the order they run and are reported. */
 export const SCENARIOS: readonly Scenario[] = [
@@ -14,4 +16,6 @@ export const SCENARIOS: readonly Scenario[] = [
   networkCutsScenario,
   splitBrainScenario,
   poisonScenario,
+  postgresTerminateScenario,
+  sqliteDiskFullScenario,
 ];
