@@ -1,5 +1,6 @@
 import type { Scenario } from '../types.js';
 import { consumerKillScenario } from './consumerKill.js';
+import { loadScenario } from './load.js';
 import { networkCutsScenario } from './networkCuts.js';
 import { poisonScenario } from './poison.js';
 import { postgresTerminateScenario } from './postgresTerminate.js';
@@ -18,4 +19,5 @@ export const SCENARIOS: readonly Scenario[] = [
   poisonScenario,
   postgresTerminateScenario,
   sqliteDiskFullScenario,
+  loadScenario,
 ];
