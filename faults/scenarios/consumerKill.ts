@@ -24,8 +24,8 @@ export function consumerKillScenario(backend: Backend): Scenario {
 
 async function run(ctx: ScenarioContext, backend: Backend): Promise<ScenarioBody> {
   const full = ctx.size === 'full';
-  const totalEvents = full ? 50_000 : 3_000;
-  const targetKills = full ? 50 : 8;
+  const totalEvents = full ? 50_000 : 2_000;
+  const targetKills = full ? 50 : 6;
   const streams = full ? 200 : 40;
   const r = ctx.random;
   const setup = await openSetup(backend, ctx.dir);

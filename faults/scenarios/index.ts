@@ -1,4 +1,5 @@
 import type { Scenario } from '../types.js';
+import { badInputScenario } from './badInput.js';
 import { consumerKillScenario } from './consumerKill.js';
 import { loadScenario } from './load.js';
 import { networkCutsScenario } from './networkCuts.js';
@@ -20,4 +21,5 @@ export const SCENARIOS: readonly Scenario[] = [
   postgresTerminateScenario,
   sqliteDiskFullScenario,
   loadScenario,
+  badInputScenario,
 ];

@@ -1,0 +1,9 @@
+// Fault suite, scenarios 4-6 at the quick size: split brain, poison events, database faults.
+import { describeQuickFaults } from './quickRun.js';
+
+describeQuickFaults('faults: ownership, poison events and database faults', [
+  'split-brain-sigstop-sqlite',
+  'poison-dead-letter-sqlite',
+  'pg-terminate-backend',
+  'sqlite-disk-full',
+]);
