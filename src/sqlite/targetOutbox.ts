@@ -223,8 +223,8 @@ export class SqliteOutbox implements OutboxDialect<Database.Database> {
   list(db: Database.Database, req: ListRequest): Promise<EffectRecord[]> {
     const rows = stmt(
       db,
-      `SELECT * FROM idem_effects WHERE (?1 IS NULL OR status = ?1) AND (?2 IS NULL OR scope = ?2) ORDER BY id LIMIT ?3`,
-    ).all(req.status ?? null, req.scope ?? null, req.limit) as EffectRow[];
+      `SELECT * FROM idem_effects WHERE (@status IS NULL OR status = @status) AND (@scope IS NULL OR scope = @scope) ORDER BY id LIMIT @limit`,
+    ).all({ status: req.status ?? null, scope: req.scope ?? null, limit: req.limit }) as EffectRow[];
     return Promise.resolve(rows.map(toRecord));
   }
 

@@ -1,0 +1,27 @@
+// Effects exactly once (outbox + dispatcher), consumer versions, rebuild, promote and ledger reset.
+export { createEffectDispatcher } from './dispatcher.js';
+export type {
+  EffectCallInfo,
+  EffectDispatcher,
+  EffectDispatcherMetrics,
+  EffectDispatcherOptions,
+  EffectHandler,
+  EffectHandlers,
+  EffectRetryOptions,
+} from './dispatcher.js';
+export type { ConsumerEffectsOptions } from './consumerEffects.js';
+export { rebuildConsumer } from './rebuild.js';
+export type { Rebuild, RebuildOptions, RebuildProgress } from './rebuild.js';
+export { activeVersion, catchUpState, listConsumerVersions, NotCaughtUpError, promoteConsumer, resetLedger } from './versions.js';
+export { listEffects, retryEffects, effectCounts } from './admin.js';
+export { defaultEffectScope, idempotencyKey, parseVersionedName } from './names.js';
+export type {
+  ActiveVersionRecord,
+  ConsumerVersionRecord,
+  EffectCallOptions,
+  EffectCounts,
+  EffectRecord,
+  EffectStatus,
+  EffectWrite,
+} from './types.js';
+export type { LedgerReset } from './outboxPort.js';
