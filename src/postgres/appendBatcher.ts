@@ -111,7 +111,8 @@ export class AppendBatcher {
         events.map((e) => e.metadataJson),
       ],
     );
-    if (r.rows.length !== batch.length) throw new Error(`append_batch returned ${r.rows.length} outcomes for ${batch.length} appends`);
+    if (r.rows.length !== batch.length)
+      throw new Error(`append_batch returned ${r.rows.length} outcomes for ${batch.length} appends`);
     return r.rows.map((row): BatchOutcome => {
       if (row.outcome === 'ok') {
         return {
@@ -121,7 +122,8 @@ export class AppendBatcher {
           lastPosition: Number(row.last_position),
         };
       }
-      if (row.outcome === 'wrong_expected_version') return { kind: 'wrong_expected_version', actual: row.version! };
+      if (row.outcome === 'wrong_expected_version')
+        return { kind: 'wrong_expected_version', actual: row.version! };
       return { kind: 'exists' };
     });
   }

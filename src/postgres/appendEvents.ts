@@ -71,10 +71,15 @@ export async function appendEvents(
 }
 
 /** The original result of an append whose ids are stored, or `IdempotencyConflictError`. */
-async function resolveStoredIds(ctx: AppendContext, stream: string, prepared: PreparedEvent[]): Promise<AppendResult> {
-  const r = await ctx.pool.query<PgEventRow>(`SELECT ${EVENT_COLUMNS} FROM ${ctx.s}.events WHERE id = ANY($1::uuid[])`, [
-    prepared.map((e) => e.id),
-  ]);
+async function resolveStoredIds(
+  ctx: AppendContext,
+  stream: string,
+  prepared: PreparedEvent[],
+): Promise<AppendResult> {
+  const r = await ctx.pool.query<PgEventRow>(
+    `SELECT ${EVENT_COLUMNS} FROM ${ctx.s}.events WHERE id = ANY($1::uuid[])`,
+    [prepared.map((e) => e.id)],
+  );
   const existing = new Map<string, ExistingEvent>(r.rows.map((row) => [row.id, toExistingEvent(row)]));
   const result = resolveIdempotentAppend(stream, prepared, existing);
   // Events are never deleted, so ids reported as stored are found; anything else is a bug.

@@ -14,7 +14,14 @@ const RETRYABLE_CODES = new Set([
   '40P01', // deadlock_detected
 ]);
 
-const NODE_NET_CODES = new Set(['ECONNRESET', 'ECONNREFUSED', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENOTCONN']);
+const NODE_NET_CODES = new Set([
+  'ECONNRESET',
+  'ECONNREFUSED',
+  'EPIPE',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+  'ENOTCONN',
+]);
 
 /**
  * True for an error that says the connection (not the statement) failed: the backend was terminated,

@@ -60,7 +60,9 @@ export function filterSql(filter: EventFilter, firstParam: number): { where: str
   const prefixes = filter.streamPrefixes ?? [];
   if (categories.length > 0) streamParts.push(`split_part(stream, '-', 1) = ANY(${next(categories)})`);
   if (prefixes.length > 0) {
-    streamParts.push(`EXISTS (SELECT 1 FROM unnest(${next(prefixes)}) AS p(prefix) WHERE starts_with(stream, p.prefix))`);
+    streamParts.push(
+      `EXISTS (SELECT 1 FROM unnest(${next(prefixes)}) AS p(prefix) WHERE starts_with(stream, p.prefix))`,
+    );
   }
   if (streamParts.length > 0) parts.push(`(${streamParts.join(' OR ')})`);
   return { where: parts.length > 0 ? parts.join(' AND ') : 'true', params };

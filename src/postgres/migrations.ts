@@ -1,3 +1,4 @@
+import { checkout } from './checkout.js';
 import type { Pool } from 'pg';
 import { appendChannel, quoteSchema } from './schemaName.js';
 
@@ -117,34 +118,45 @@ export interface MigrationTarget {
  * creating anything, so the second waits for the first, then sees the recorded versions and applies
  * nothing. A schema already up to date is recognised without taking the lock.
  */
-export async function runPgMigrations(target: MigrationTarget, migrations: readonly PgMigration[]): Promise<number> {
+export async function runPgMigrations(
+  target: MigrationTarget,
+  migrations: readonly PgMigration[],
+): Promise<number> {
   const s = quoteSchema(target.schema);
   const sorted = [...migrations].sort((a, b) => a.version - b.version);
   const latest = sorted[sorted.length - 1]?.version ?? 0;
   if ((await currentVersion(target)) >= latest) return latest;
-  const client = await target.pool.connect();
+  const { client, release } = await checkout(target.pool);
   try {
     await client.query('BEGIN');
-    await client.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [MIGRATION_LOCK_CLASS, target.schema]);
+    await client.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [
+      MIGRATION_LOCK_CLASS,
+      target.schema,
+    ]);
     await client.query(`CREATE SCHEMA IF NOT EXISTS ${s}`);
     await client.query(
       `CREATE TABLE IF NOT EXISTS ${s}.schema_migrations (
          version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`,
     );
-    const r = await client.query<{ v: number }>(`SELECT coalesce(max(version), 0)::int AS v FROM ${s}.schema_migrations`);
+    const r = await client.query<{ v: number }>(
+      `SELECT coalesce(max(version), 0)::int AS v FROM ${s}.schema_migrations`,
+    );
     let current = r.rows[0]?.v ?? 0;
     for (const m of sorted) {
       if (m.version <= current) continue;
       await client.query(m.sql(s, target.schema));
-      await client.query(`INSERT INTO ${s}.schema_migrations (version, name) VALUES ($1, $2)`, [m.version, m.name]);
+      await client.query(`INSERT INTO ${s}.schema_migrations (version, name) VALUES ($1, $2)`, [
+        m.version,
+        m.name,
+      ]);
       current = m.version;
     }
     await client.query('COMMIT');
-    client.release();
+    release();
     return current;
   } catch (err) {
     await client.query('ROLLBACK').catch(() => undefined);
-    client.release(err instanceof Error ? err : true);
+    release(err instanceof Error ? err : true);
     throw err;
   }
 }

@@ -66,7 +66,13 @@ export class PostgresEventStore implements EventStore {
     readonly pool: Pool,
     private readonly ownsPool: boolean,
     makeClient: () => Client,
-    options: { schema: string; limits: StoreLimits; retry: RetryOptions; pageSize: number; pollIntervalMs?: number },
+    options: {
+      schema: string;
+      limits: StoreLimits;
+      retry: RetryOptions;
+      pageSize: number;
+      pollIntervalMs?: number;
+    },
   ) {
     this.schema = options.schema;
     this.s = quoteSchema(options.schema);
@@ -88,7 +94,14 @@ export class PostgresEventStore implements EventStore {
   async append(stream: string, events: NewEvent[], options: AppendOptions = {}): Promise<AppendResult> {
     this.assertOpen();
     const result = await appendEvents(
-      { pool: this.pool, s: this.s, limits: this.limits, retry: this.retry, batcher: this.batcher, onFault: this.countFault },
+      {
+        pool: this.pool,
+        s: this.s,
+        limits: this.limits,
+        retry: this.retry,
+        batcher: this.batcher,
+        onFault: this.countFault,
+      },
       stream,
       events,
       options,
@@ -201,26 +214,35 @@ export class PostgresEventStore implements EventStore {
 const guardedPools = new WeakSet<Pool>();
 
 /** Every schema step of the store: events (1), consumer state (2). */
-export const STORE_MIGRATIONS: readonly PgMigration[] = [...EVENT_STORE_MIGRATIONS, ...SUBSCRIPTION_MIGRATIONS];
+export const STORE_MIGRATIONS: readonly PgMigration[] = [
+  ...EVENT_STORE_MIGRATIONS,
+  ...SUBSCRIPTION_MIGRATIONS,
+];
 
 /**
  * Opens the PostgreSQL event store: loads `pg`, connects, and brings the schema up to date (safe when
  * several processes open the same schema at once).
  */
 export async function openPostgresStore(options: PostgresStoreOptions): Promise<PostgresEventStore> {
-  if (options === null || typeof options !== 'object') throw new InvalidInputError('options', 'must be an object');
+  if (options === null || typeof options !== 'object')
+    throw new InvalidInputError('options', 'must be an object');
   const { connectionString, pool: givenPool } = options;
   if ((connectionString === undefined) === (givenPool === undefined)) {
     throw new InvalidInputError('connectionString', 'give exactly one of connectionString or pool');
   }
-  if (connectionString !== undefined && (typeof connectionString !== 'string' || connectionString.length === 0)) {
+  if (
+    connectionString !== undefined &&
+    (typeof connectionString !== 'string' || connectionString.length === 0)
+  ) {
     throw new InvalidInputError('connectionString', 'must be a non-empty string');
   }
   const schema = validateSchemaName(options.schema ?? DEFAULT_SCHEMA);
   const poolSize = options.poolSize ?? 10;
-  if (!Number.isSafeInteger(poolSize) || poolSize < 1) throw new InvalidInputError('poolSize', 'must be an integer >= 1');
+  if (!Number.isSafeInteger(poolSize) || poolSize < 1)
+    throw new InvalidInputError('poolSize', 'must be an integer >= 1');
   const pageSize = options.pageSize ?? 500;
-  if (!Number.isSafeInteger(pageSize) || pageSize < 1) throw new InvalidInputError('pageSize', 'must be an integer >= 1');
+  if (!Number.isSafeInteger(pageSize) || pageSize < 1)
+    throw new InvalidInputError('pageSize', 'must be an integer >= 1');
   const pg = await loadPg();
   const pool = givenPool ?? new pg.Pool({ connectionString, max: poolSize });
   // An idle pooled connection that dies (server restart, pg_terminate_backend) is reported here;

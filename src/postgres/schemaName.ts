@@ -10,7 +10,10 @@ export const DEFAULT_SCHEMA = 'idem';
  */
 export function validateSchemaName(schema: unknown, field = 'schema'): string {
   if (typeof schema !== 'string' || !/^[A-Za-z_][A-Za-z0-9_]{0,62}$/.test(schema)) {
-    throw new InvalidInputError(field, 'must be an identifier of 1-63 letters, digits or _, not starting with a digit');
+    throw new InvalidInputError(
+      field,
+      'must be an identifier of 1-63 letters, digits or _, not starting with a digit',
+    );
   }
   return schema;
 }

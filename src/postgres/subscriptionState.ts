@@ -1,5 +1,6 @@
+import { checkout } from './checkout.js';
 import { randomUUID } from 'node:crypto';
-import type { Pool, PoolClient } from 'pg';
+import type { Pool } from 'pg';
 import type { RecordedEvent } from '../core/event.js';
 import { filterKey, type EventFilter } from '../core/filter.js';
 import type { DeadLetterSelector, DeadLetterStatus, FailureInfo } from '../core/subscription.js';
@@ -101,7 +102,12 @@ export class PgSubscriptionState implements SubscriptionStateBackend {
       );
       const won = r.rows[0] ?? (await this.ownLease(name, token));
       if (won) {
-        return { ok: true, epoch: Number(won.epoch), position: Number(won.position), leaseExpiresAt: won.lease_expires_at.toISOString() };
+        return {
+          ok: true,
+          epoch: Number(won.epoch),
+          position: Number(won.position),
+          leaseExpiresAt: won.lease_expires_at.toISOString(),
+        };
       }
       const row = await this.row(name);
       if (!row) return { ok: false, reason: 'not_found' };
@@ -133,7 +139,12 @@ export class PgSubscriptionState implements SubscriptionStateBackend {
     return rows.length > 0 ? { ok: true } : this.fenced(name);
   }
 
-  async ack(name: string, epoch: number, position: number, resolveIds: readonly string[]): Promise<AckResult> {
+  async ack(
+    name: string,
+    epoch: number,
+    position: number,
+    resolveIds: readonly string[],
+  ): Promise<AckResult> {
     const rows = await this.query<{ position: string | null; resolved: string }>(
       `WITH c AS (
          UPDATE ${this.c} SET position = greatest(position, $3),
@@ -153,10 +164,14 @@ export class PgSubscriptionState implements SubscriptionStateBackend {
 
   park(name: string, epoch: number, request: ParkRequest): Promise<ParkResult> {
     return this.tx(async (q): Promise<ParkResult> => {
-      const owner = await q<{ epoch: string }>(`SELECT epoch FROM ${this.c} WHERE name = $1 FOR UPDATE`, [name]);
+      const owner = await q<{ epoch: string }>(`SELECT epoch FROM ${this.c} WHERE name = $1 FOR UPDATE`, [
+        name,
+      ]);
       if (!owner[0] || Number(owner[0].epoch) !== epoch) return this.fenced(name);
       const { event } = request;
-      const existing = (await q<LetterRow>(`SELECT * FROM ${this.d} WHERE consumer = $1 AND event_id = $2`, [name, event.id]))[0];
+      const existing = (
+        await q<LetterRow>(`SELECT * FROM ${this.d} WHERE consumer = $1 AND event_id = $2`, [name, event.id])
+      )[0];
       const first = (
         await q<{ event_id: string }>(
           `SELECT event_id FROM ${this.d} WHERE consumer = $1 AND stream = $2 AND ${ACTIVE} AND position < $3 AND event_id <> $4
@@ -170,10 +185,10 @@ export class PgSubscriptionState implements SubscriptionStateBackend {
           return { ok: true, parked: true, record: toRecord(existing) };
         }
         if (!first) return { ok: true, parked: false, record: null };
-        const retrying = await q(`SELECT 1 FROM ${this.d} WHERE consumer = $1 AND stream = $2 AND status = 'retrying' LIMIT 1`, [
-          name,
-          event.stream,
-        ]);
+        const retrying = await q(
+          `SELECT 1 FROM ${this.d} WHERE consumer = $1 AND stream = $2 AND status = 'retrying' LIMIT 1`,
+          [name, event.stream],
+        );
         if (retrying.length > 0) status = 'retrying';
       } else {
         // Later active rows of the stream go (back) to parked, and wait behind this event when it heads the stream.
@@ -216,7 +231,9 @@ export class PgSubscriptionState implements SubscriptionStateBackend {
   }
 
   reset(name: string, position: number): Promise<AdminResult> {
-    return this.admin(name, (q) => q(`UPDATE ${this.c} SET position = $2, updated_at = now() WHERE name = $1`, [name, position]));
+    return this.admin(name, (q) =>
+      q(`UPDATE ${this.c} SET position = $2, updated_at = now() WHERE name = $1`, [name, position]),
+    );
   }
 
   async delete(name: string): Promise<AdminResult> {
@@ -251,12 +268,18 @@ export class PgSubscriptionState implements SubscriptionStateBackend {
       where.push(`stream = $${params.length}`);
     }
     const limit = options.limit === undefined ? '' : ` LIMIT ${Math.floor(options.limit)}`;
-    const rows = await this.query<LetterRow>(`SELECT * FROM ${this.d} WHERE ${where.join(' AND ')} ORDER BY position${limit}`, params);
+    const rows = await this.query<LetterRow>(
+      `SELECT * FROM ${this.d} WHERE ${where.join(' AND ')} ORDER BY position${limit}`,
+      params,
+    );
     return rows.map(toRecord);
   }
 
   async blockedStreams(name: string): Promise<string[]> {
-    const rows = await this.query<{ stream: string }>(`SELECT DISTINCT stream FROM ${this.d} WHERE consumer = $1 AND ${ACTIVE}`, [name]);
+    const rows = await this.query<{ stream: string }>(
+      `SELECT DISTINCT stream FROM ${this.d} WHERE consumer = $1 AND ${ACTIVE}`,
+      [name],
+    );
     return rows.map((r) => r.stream);
   }
 
@@ -282,7 +305,10 @@ export class PgSubscriptionState implements SubscriptionStateBackend {
     return `coalesce($2::text, (SELECT l.stream FROM ${this.d} l WHERE l.consumer = $1 AND l.event_id = $3::text))`;
   }
 
-  private ownLease(name: string, token: string): Promise<{ epoch: string; position: string; lease_expires_at: Date } | undefined> {
+  private ownLease(
+    name: string,
+    token: string,
+  ): Promise<{ epoch: string; position: string; lease_expires_at: Date } | undefined> {
     return this.pool
       .query<{ epoch: string; position: string; lease_expires_at: Date }>(
         `SELECT epoch, position, lease_expires_at FROM ${this.c} WHERE name = $1 AND lease_token = $2 AND ${LIVE}`,
@@ -299,7 +325,8 @@ export class PgSubscriptionState implements SubscriptionStateBackend {
       );
       const row = rows[0];
       if (!row) return { ok: false, reason: 'not_found' };
-      if (row.live) return { ok: false, reason: 'busy', owner: row.owner, leaseExpiresAt: iso(row.lease_expires_at) };
+      if (row.live)
+        return { ok: false, reason: 'busy', owner: row.owner, leaseExpiresAt: iso(row.lease_expires_at) };
       await change(q);
       return { ok: true };
     });
@@ -318,24 +345,28 @@ export class PgSubscriptionState implements SubscriptionStateBackend {
     return (await this.query<ConsumerRow>(`${this.selectConsumer()} WHERE c.name = $1`, [name]))[0];
   }
 
-  private async query<R extends object = Record<string, unknown>>(sql: string, params: unknown[] = []): Promise<R[]> {
+  private async query<R extends object = Record<string, unknown>>(
+    sql: string,
+    params: unknown[] = [],
+  ): Promise<R[]> {
     return (await withReconnect(() => this.pool.query<R>(sql, params), this.retryOptions)).rows;
   }
 
   /** Runs `fn` in one transaction on one connection (retried whole after a connection fault). */
   private tx<T>(fn: (q: Query) => Promise<T>): Promise<T> {
     return withReconnect(async () => {
-      const client: PoolClient = await this.pool.connect();
-      const q: Query = async <R extends object>(sql: string, params: unknown[] = []) => (await client.query<R>(sql, params)).rows;
+      const { client, release } = await checkout(this.pool);
+      const q: Query = async <R extends object>(sql: string, params: unknown[] = []) =>
+        (await client.query<R>(sql, params)).rows;
       try {
         await client.query('BEGIN');
         const result = await fn(q);
         await client.query('COMMIT');
-        client.release();
+        release();
         return result;
       } catch (err) {
         await client.query('ROLLBACK').catch(() => undefined);
-        client.release(err instanceof Error ? err : true);
+        release(err instanceof Error ? err : true);
         throw err;
       }
     }, this.retryOptions);

@@ -1,5 +1,11 @@
+import { checkout } from './checkout.js';
 import type { Pool, PoolClient, QueryConfig } from 'pg';
-import type { BatchRecord, ConsumerTarget, TargetCheckpoint, TargetTransaction } from '../core/consumerTarget.js';
+import type {
+  BatchRecord,
+  ConsumerTarget,
+  TargetCheckpoint,
+  TargetTransaction,
+} from '../core/consumerTarget.js';
 import { ClosedError, InvalidInputError } from '../core/errors.js';
 import { DEFAULT_SCHEMA, quoteSchema, validateSchemaName } from './schemaName.js';
 import { migrateTarget } from './targetMigrations.js';
@@ -55,7 +61,15 @@ class TargetSql {
   }
 }
 
-type StatementName = 'checkpoint' | 'processed' | 'versions' | 'record' | 'addOnce' | 'readCheckpoint' | 'ledgerSize' | 'counter';
+type StatementName =
+  | 'checkpoint'
+  | 'processed'
+  | 'versions'
+  | 'record'
+  | 'addOnce'
+  | 'readCheckpoint'
+  | 'ledgerSize'
+  | 'counter';
 
 /**
  * A prepared statement's name, unique per schema. PostgreSQL cuts names at 63 bytes, so a long
@@ -86,7 +100,9 @@ class PostgresTargetTransaction implements TargetTransaction<PoolClient> {
   }
 
   async entityVersions(consumer: string, streams: readonly string[]): Promise<Map<string, number>> {
-    const r = await this.tx.query<{ stream: string; version: number }>(this.sql.q('versions', [consumer, streams]));
+    const r = await this.tx.query<{ stream: string; version: number }>(
+      this.sql.q('versions', [consumer, streams]),
+    );
     return new Map(r.rows.map((row) => [row.stream, row.version]));
   }
 
@@ -162,7 +178,7 @@ export class PostgresTarget implements ConsumerTarget<PoolClient> {
 
   async transaction<T>(fn: (t: TargetTransaction<PoolClient>) => Promise<T>): Promise<T> {
     await this.migrate();
-    const client = await this.pool.connect();
+    const { client, release } = await checkout(this.pool);
     let broken: Error | undefined;
     try {
       await client.query('BEGIN');
@@ -184,11 +200,14 @@ export class PostgresTarget implements ConsumerTarget<PoolClient> {
       throw err;
     } finally {
       // A client whose connection failed is destroyed instead of going back to the pool.
-      client.release(broken ?? false);
+      release(broken ?? false);
     }
   }
 
-  private async read<R extends object>(name: 'readCheckpoint' | 'ledgerSize' | 'counter', values: unknown[]): Promise<R | undefined> {
+  private async read<R extends object>(
+    name: 'readCheckpoint' | 'ledgerSize' | 'counter',
+    values: unknown[],
+  ): Promise<R | undefined> {
     await this.migrate();
     const r = await this.pool.query<R>(this.sql.q(name, values));
     return r.rows[0];
@@ -216,7 +235,9 @@ export class PostgresTarget implements ConsumerTarget<PoolClient> {
 function isConnectionError(err: unknown): boolean {
   const code = (err as { code?: unknown }).code;
   // SQLSTATE class 08 is a connection exception; node errors (ECONNRESET, ...) carry no SQLSTATE.
-  return typeof code === 'string' ? code.startsWith('08') || code.startsWith('E') : err instanceof Error && !('severity' in err);
+  return typeof code === 'string'
+    ? code.startsWith('08') || code.startsWith('E')
+    : err instanceof Error && !('severity' in err);
 }
 
 /**

@@ -1,3 +1,4 @@
+import { checkout } from './checkout.js';
 import type { Pool } from 'pg';
 import { quoteSchema } from './schemaName.js';
 import { OUTBOX_MIGRATION } from './targetOutbox.js';
@@ -60,12 +61,16 @@ export const TARGET_MIGRATIONS: TargetMigration[] = [
 export async function migrateTarget(pool: Pool, schema: string): Promise<number> {
   const s = quoteSchema(schema);
   const latest = Math.max(0, ...TARGET_MIGRATIONS.map((m) => m.version));
-  const exists = await pool.query<{ t: string | null }>('SELECT to_regclass($1)::text AS t', [`${s}.target_migrations`]);
+  const exists = await pool.query<{ t: string | null }>('SELECT to_regclass($1)::text AS t', [
+    `${s}.target_migrations`,
+  ]);
   if (exists.rows[0]?.t) {
-    const v = await pool.query<{ v: number }>(`SELECT coalesce(max(version), 0)::int AS v FROM ${s}.target_migrations`);
+    const v = await pool.query<{ v: number }>(
+      `SELECT coalesce(max(version), 0)::int AS v FROM ${s}.target_migrations`,
+    );
     if ((v.rows[0]?.v ?? 0) >= latest) return latest;
   }
-  const client = await pool.connect();
+  const { client, release } = await checkout(pool);
   try {
     await client.query('BEGIN');
     await client.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [TARGET_LOCK_CLASS, schema]);
@@ -74,20 +79,25 @@ export async function migrateTarget(pool: Pool, schema: string): Promise<number>
       `CREATE TABLE IF NOT EXISTS ${s}.target_migrations (
          version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`,
     );
-    const r = await client.query<{ v: number }>(`SELECT coalesce(max(version), 0)::int AS v FROM ${s}.target_migrations`);
+    const r = await client.query<{ v: number }>(
+      `SELECT coalesce(max(version), 0)::int AS v FROM ${s}.target_migrations`,
+    );
     let current = r.rows[0]?.v ?? 0;
     for (const m of [...TARGET_MIGRATIONS].sort((a, b) => a.version - b.version)) {
       if (m.version <= current) continue;
       await client.query(m.sql(s));
-      await client.query(`INSERT INTO ${s}.target_migrations (version, name) VALUES ($1, $2)`, [m.version, m.name]);
+      await client.query(`INSERT INTO ${s}.target_migrations (version, name) VALUES ($1, $2)`, [
+        m.version,
+        m.name,
+      ]);
       current = m.version;
     }
     await client.query('COMMIT');
-    client.release();
+    release();
     return current;
   } catch (err) {
     await client.query('ROLLBACK').catch(() => undefined);
-    client.release(err instanceof Error ? err : true);
+    release(err instanceof Error ? err : true);
     throw err;
   }
 }
