@@ -13,6 +13,8 @@ import { registerDlq } from './dlq.js';
 import { registerServe } from './serve.js';
 import { registerVerify } from './verify.js';
 import { registerBench } from './bench.js';
+import { registerEffects } from './effects.js';
+import { registerRebuild } from './rebuild.js';
 
 export interface MainOptions {
   io?: Io;
@@ -58,6 +60,8 @@ export function buildProgram(ctx: CliContext): Command {
   registerEvents(program, ctx);
   registerTail(program, ctx);
   registerConsumers(program, ctx);
+  registerRebuild(program, ctx);
+  registerEffects(program, ctx);
   registerDlq(program, ctx);
   registerServe(program, ctx);
   registerVerify(program, ctx);

@@ -58,6 +58,8 @@ class RebuildRun<Tx> implements Rebuild {
   private last: { at: number; position: number; events: number } | null = null;
   private rates = { events: 0, positions: 0 };
   private timer: NodeJS.Timeout | null = null;
+  /** The head up to which `whenCaughtUp` confirmed everything handled. */
+  private caughtUpTo = -1;
 
   constructor(private readonly o: RebuildOptions<Tx>) {
     this.from = validateConsumerName(o.from, 'from');
@@ -119,7 +121,7 @@ class RebuildRun<Tx> implements Rebuild {
       this.last = { at: now, position, events };
     }
     // Live means the subscription reached the head; with a filter the cursor may stay below it.
-    const caughtUp = status.phase === 'live';
+    const caughtUp = status.phase === 'live' || position >= head || this.caughtUpTo >= head;
     const remaining = caughtUp ? 0 : Math.max(0, head - position);
     const eta = remaining === 0 ? 0 : this.rates.positions > 0 ? remaining / this.rates.positions : null;
     return {
@@ -137,8 +139,10 @@ class RebuildRun<Tx> implements Rebuild {
     };
   }
 
-  whenCaughtUp(options?: { timeoutMs?: number }): Promise<void> {
-    return this.consumer.whenCaughtUp(options);
+  async whenCaughtUp(options?: { timeoutMs?: number }): Promise<void> {
+    const head = await this.o.source.headPosition();
+    await this.consumer.whenCaughtUp(options);
+    this.caughtUpTo = Math.max(this.caughtUpTo, head);
   }
 
   promote(): Promise<ActiveVersionRecord> {
