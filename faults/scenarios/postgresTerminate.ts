@@ -40,9 +40,6 @@ async function run(ctx: ScenarioContext): Promise<ScenarioBody> {
   const store = await openPostgresStore({ connectionString: database.connectionString, poolSize: 6 });
   const pool = new pg.Pool({ connectionString: database.connectionString, max: 3 });
   pool.on('error', () => undefined);
-  // Workaround (reported): a checked-out pg client has no 'error' listener, so a backend terminated
-  // between two queries of a transaction emits an unhandled 'error' and kills the process.
-  if (process.env.IDEM_FAULTS_PG_WORKAROUND !== '0') pool.on('connect', (client) => client.on('error', () => undefined));
   const admin = new pg.Client({ connectionString: database.connectionString });
   const body = emptyBody();
   try {
