@@ -23,9 +23,14 @@ Examples:
 type ListFlags = TargetFlags & { status?: string; scope?: string; limit?: string; json?: boolean };
 
 export function registerEffects(program: Command, ctx: CliContext): void {
-  const effects = program.command('effects').description("list and retry consumers' external effects (the outbox)").addHelpText('after', HELP);
+  const effects = program
+    .command('effects')
+    .description("list and retry consumers' external effects (the outbox)")
+    .addHelpText('after', HELP);
 
-  withTargetOptions(effects.command('list').description('outbox rows, oldest first, with status, attempts and last error'))
+  withTargetOptions(
+    effects.command('list').description('outbox rows, oldest first, with status, attempts and last error'),
+  )
     .option('--status <status>', `only rows in this status (${EFFECT_STATUSES.join(', ')})`)
     .option('--scope <scope>', "only this scope (a consumer's base name, e.g. billing)")
     .option('--limit <n>', 'most rows to print (default 100)')
@@ -45,7 +50,9 @@ export function registerEffects(program: Command, ctx: CliContext): void {
         counts: await effectCounts(target),
       }));
       out.data(rows);
-      out.note(`pending ${counts.pending}, done ${counts.done}, failed ${counts.failed}, suppressed ${counts.suppressed}`);
+      out.note(
+        `pending ${counts.pending}, done ${counts.done}, failed ${counts.failed}, suppressed ${counts.suppressed}`,
+      );
       if (rows.length === 0) {
         out.note('no effects');
         return;
@@ -53,18 +60,31 @@ export function registerEffects(program: Command, ctx: CliContext): void {
       out.line(
         table(
           ['ID', 'KIND', 'STATUS', 'ATTEMPTS', 'POSITION', 'CONSUMER', 'LAST_ERROR'],
-          rows.map((r) => [r.idempotencyKey, r.kind, r.status, String(r.attempts), String(r.position), r.consumer, r.lastError ?? '-']),
+          rows.map((r) => [
+            r.idempotencyKey,
+            r.kind,
+            r.status,
+            String(r.attempts),
+            String(r.position),
+            r.consumer,
+            r.lastError ?? '-',
+          ]),
         ),
       );
     });
 
-  withTargetOptions(effects.command('retry').description('make a failed (or suppressed) effect pending again, with a fresh attempt count'))
+  withTargetOptions(
+    effects
+      .command('retry')
+      .description('make a failed (or suppressed) effect pending again, with a fresh attempt count'),
+  )
     .argument('[id]', 'the effect id as listed: <scope>/<key>')
     .option('--all-failed', 'every failed effect')
     .option('--json', 'machine-readable output on stdout')
     .action(async (id: string | undefined, flags: TargetFlags & { allFailed?: boolean; json?: boolean }) => {
       const out = new Output(ctx.io, flags.json === true);
-      if ((id === undefined) === (flags.allFailed !== true)) throw new UsageError('give an effect id or --all-failed (one of them)');
+      if ((id === undefined) === (flags.allFailed !== true))
+        throw new UsageError('give an effect id or --all-failed (one of them)');
       const n = await withTarget(flags, ctx.env, (target) => retryEffects(target, id ?? { allFailed: true }));
       if (n === 0 && id !== undefined) throw new NotFoundError('failed or suppressed effect', id);
       out.data({ retried: n });

@@ -44,7 +44,10 @@ async function loadProjection(path: string): Promise<Partial<ConsumerOptions<unk
   const mod = (await import(pathToFileURL(resolve(path)).href)) as Record<string, unknown>;
   const options = (mod.consumer ?? mod.default) as Partial<ConsumerOptions<unknown>> | undefined;
   if (!options || typeof options !== 'object' || typeof options.handle !== 'function') {
-    throw new InvalidInputError('--module', 'must export (default or "consumer") an object with a handle function');
+    throw new InvalidInputError(
+      '--module',
+      'must export (default or "consumer") an object with a handle function',
+    );
   }
   return options;
 }
@@ -53,10 +56,19 @@ async function loadProjection(path: string): Promise<Partial<ConsumerOptions<unk
 export function registerRebuild(program: Command, ctx: CliContext): void {
   const consumer = program.commands.find((c) => c.name() === 'consumer') ?? program.command('consumer');
 
-  withTargetOptions(withStoreOptions(consumer.command('rebuild').description('start a new consumer version from the beginning into fresh tables')))
+  withTargetOptions(
+    withStoreOptions(
+      consumer
+        .command('rebuild')
+        .description('start a new consumer version from the beginning into fresh tables'),
+    ),
+  )
     .argument('<name>', 'the version in service, e.g. billing_v2')
     .requiredOption('--as <name_vN>', 'the new version, e.g. billing_v3')
-    .requiredOption('--module <path>', 'module exporting the consumer options (handle, filter, guard, effects...)')
+    .requiredOption(
+      '--module <path>',
+      'module exporting the consumer options (handle, filter, guard, effects...)',
+    )
     .option('--follow', 'keep running (live) after catching up, until Ctrl-C')
     .addHelpText('after', REBUILD_HELP)
     .action(async (name: string, flags: Flags & { as: string; module: string; follow?: boolean }) => {
@@ -76,7 +88,9 @@ export function registerRebuild(program: Command, ctx: CliContext): void {
           const signal = ctx.stopSignal();
           await rebuild.start();
           try {
-            const stopped = new Promise<void>((res) => signal.addEventListener('abort', () => res(), { once: true }));
+            const stopped = new Promise<void>((res) =>
+              signal.addEventListener('abort', () => res(), { once: true }),
+            );
             await Promise.race([rebuild.whenCaughtUp(), stopped]);
             if (flags.follow && !signal.aborted) await stopped;
           } finally {
@@ -90,7 +104,11 @@ export function registerRebuild(program: Command, ctx: CliContext): void {
       );
     });
 
-  withTargetOptions(withStoreOptions(consumer.command('promote').description('switch readers to a consumer version once it has caught up')))
+  withTargetOptions(
+    withStoreOptions(
+      consumer.command('promote').description('switch readers to a consumer version once it has caught up'),
+    ),
+  )
     .argument('<name>', 'the version to promote, e.g. billing_v3')
     .addHelpText(
       'after',
@@ -99,13 +117,21 @@ export function registerRebuild(program: Command, ctx: CliContext): void {
     .action(async (name: string, flags: Flags) => {
       const out = new Output(ctx.io, flags.json === true);
       const active = await withStore(flags, ctx.env, (store) =>
-        withTarget(flags, ctx.env, (target) => promoteConsumer({ source: store, target, name: validateConsumerName(name, '<name>') })),
+        withTarget(flags, ctx.env, (target) =>
+          promoteConsumer({ source: store, target, name: validateConsumerName(name, '<name>') }),
+        ),
       );
       out.data(active);
-      out.line(`${active.consumer} is now the active version of ${active.base}${active.previous ? ` (was ${active.previous})` : ''}`);
+      out.line(
+        `${active.consumer} is now the active version of ${active.base}${active.previous ? ` (was ${active.previous})` : ''}`,
+      );
     });
 
-  withTargetOptions(consumer.command('versions').description('consumer versions known to a target, their live points and the active ones'))
+  withTargetOptions(
+    consumer
+      .command('versions')
+      .description('consumer versions known to a target, their live points and the active ones'),
+  )
     .option('--json', 'machine-readable output on stdout')
     .action(async (flags: TargetFlags & { json?: boolean }) => {
       const out = new Output(ctx.io, flags.json === true);
@@ -115,12 +141,23 @@ export function registerRebuild(program: Command, ctx: CliContext): void {
       out.line(
         table(
           ['CONSUMER', 'BASE', 'ACTIVE', 'LIVE_FROM', 'REBUILD_OF', 'CREATED'],
-          v.versions.map((r) => [r.consumer, r.base, active.has(r.consumer) ? 'yes' : '-', String(r.liveFrom), r.rebuildOf ?? '-', r.createdAt]),
+          v.versions.map((r) => [
+            r.consumer,
+            r.base,
+            active.has(r.consumer) ? 'yes' : '-',
+            String(r.liveFrom),
+            r.rebuildOf ?? '-',
+            r.createdAt,
+          ]),
         ),
       );
     });
 
-  withTargetOptions(consumer.command('reset-ledger').description("clear a consumer's ledger, checkpoint and entity versions in the target"))
+  withTargetOptions(
+    consumer
+      .command('reset-ledger')
+      .description("clear a consumer's ledger, checkpoint and entity versions in the target"),
+  )
     .argument('<name>', 'consumer name')
     .option('--yes', 'confirm: the next delivery re-applies everything')
     .option('--json', 'machine-readable output on stdout')
@@ -136,6 +173,8 @@ export function registerRebuild(program: Command, ctx: CliContext): void {
       }
       const r = await withTarget(flags, ctx.env, (target) => resetLedger(target, n));
       out.data({ consumer: n, ...r });
-      out.line(`ledger of ${n} cleared: ${r.ledgerRows} ledger rows, ${r.checkpoints} checkpoint, ${r.entityVersions} entity versions`);
+      out.line(
+        `ledger of ${n} cleared: ${r.ledgerRows} ledger rows, ${r.checkpoints} checkpoint, ${r.entityVersions} entity versions`,
+      );
     });
 }

@@ -21,9 +21,15 @@ export function withTargetOptions(cmd: Command): Command {
 }
 
 /** Opens the target the flags name, runs `fn`, and closes what it opened. */
-export async function withTarget<T>(flags: TargetFlags, env: NodeJS.ProcessEnv, fn: (target: ConsumerTarget<unknown>) => Promise<T>): Promise<T> {
-  const pgUrl = flags.targetPostgres ?? (flags.targetDb === undefined ? env.IDEM_TARGET_POSTGRES_URL : undefined);
-  if (flags.targetDb !== undefined && flags.targetPostgres !== undefined) throw new UsageError('choose one of --target-db and --target-postgres');
+export async function withTarget<T>(
+  flags: TargetFlags,
+  env: NodeJS.ProcessEnv,
+  fn: (target: ConsumerTarget<unknown>) => Promise<T>,
+): Promise<T> {
+  const pgUrl =
+    flags.targetPostgres ?? (flags.targetDb === undefined ? env.IDEM_TARGET_POSTGRES_URL : undefined);
+  if (flags.targetDb !== undefined && flags.targetPostgres !== undefined)
+    throw new UsageError('choose one of --target-db and --target-postgres');
   if (flags.targetDb === undefined && (pgUrl === undefined || pgUrl === '')) {
     throw new UsageError('name the consumer target with --target-db PATH or --target-postgres URL');
   }
@@ -40,12 +46,20 @@ export async function withTarget<T>(flags: TargetFlags, env: NodeJS.ProcessEnv, 
   try {
     Pool = (await import('pg')).default.Pool;
   } catch (err) {
-    throw new IdemError('unavailable', 'the PostgreSQL target needs the pg package; install it with `npm install pg`', {}, { cause: err });
+    throw new IdemError(
+      'unavailable',
+      'the PostgreSQL target needs the pg package; install it with `npm install pg`',
+      {},
+      { cause: err },
+    );
   }
   const { postgresTarget } = await import('../postgres/target.js');
   const pool = new Pool({ connectionString: pgUrl, max: 2 });
   try {
-    const target = postgresTarget(pool, flags.targetSchema === undefined ? {} : { schema: flags.targetSchema });
+    const target = postgresTarget(
+      pool,
+      flags.targetSchema === undefined ? {} : { schema: flags.targetSchema },
+    );
     return await fn(target);
   } finally {
     await pool.end();

@@ -13,14 +13,22 @@ export interface ListEffectsOptions {
 }
 
 /** Outbox rows, oldest first. */
-export async function listEffects<Tx>(target: ConsumerTarget<Tx>, options: ListEffectsOptions = {}): Promise<EffectRecord[]> {
+export async function listEffects<Tx>(
+  target: ConsumerTarget<Tx>,
+  options: ListEffectsOptions = {},
+): Promise<EffectRecord[]> {
   if (options.status !== undefined && !EFFECT_STATUSES.includes(options.status)) {
     throw new InvalidInputError('status', `must be one of ${EFFECT_STATUSES.join(', ')}`);
   }
   const limit = options.limit ?? 100;
-  if (!Number.isSafeInteger(limit) || limit < 1) throw new InvalidInputError('limit', 'must be an integer >= 1');
+  if (!Number.isSafeInteger(limit) || limit < 1)
+    throw new InvalidInputError('limit', 'must be an integer >= 1');
   return withOutbox(target, (o, tx) =>
-    o.list(tx, { limit, ...(options.status ? { status: options.status } : {}), ...(options.scope ? { scope: options.scope } : {}) }),
+    o.list(tx, {
+      limit,
+      ...(options.status ? { status: options.status } : {}),
+      ...(options.scope ? { scope: options.scope } : {}),
+    }),
   );
 }
 
@@ -28,7 +36,10 @@ export async function listEffects<Tx>(target: ConsumerTarget<Tx>, options: ListE
  * Makes effects pending again with a fresh attempt count: one failed or suppressed effect by its id
  * (`<scope>/<key>`, as listed), or every failed one. Resolves with the number of rows changed.
  */
-export async function retryEffects<Tx>(target: ConsumerTarget<Tx>, which: string | { allFailed: true }): Promise<number> {
+export async function retryEffects<Tx>(
+  target: ConsumerTarget<Tx>,
+  which: string | { allFailed: true },
+): Promise<number> {
   const arg = typeof which === 'string' ? splitIdempotencyKey(which, 'effect') : 'all-failed';
   return withOutbox(target, (o, tx) => o.retry(tx, arg));
 }

@@ -2,7 +2,12 @@ import type { ConsumerTarget } from '../core/consumerTarget.js';
 import { InvalidInputError } from '../core/errors.js';
 import type { RecordedEvent } from '../core/event.js';
 import type { EventStore } from '../core/eventStore.js';
-import { createEffectDispatcher, type EffectDispatcher, type EffectDispatcherOptions, type EffectHandlers } from './dispatcher.js';
+import {
+  createEffectDispatcher,
+  type EffectDispatcher,
+  type EffectDispatcherOptions,
+  type EffectHandlers,
+} from './dispatcher.js';
 import { defaultEffectScope, idempotencyKey, parseVersionedName } from './names.js';
 import { outboxFor } from './outbox.js';
 import type { OutboxDialect } from './outboxPort.js';
@@ -47,13 +52,17 @@ export class ConsumerEffects<Tx> {
     private readonly options: ConsumerEffectsOptions<Tx>,
   ) {
     this.outbox = outboxFor(target);
-    if (options.scope !== undefined && (typeof options.scope !== 'string' || !/^[A-Za-z0-9_.:-]{1,200}$/.test(options.scope))) {
+    if (
+      options.scope !== undefined &&
+      (typeof options.scope !== 'string' || !/^[A-Za-z0-9_.:-]{1,200}$/.test(options.scope))
+    ) {
       throw new InvalidInputError('effects.scope', 'must be 1-200 letters, digits or _ . : -');
     }
     this.scope = options.scope ?? defaultEffectScope(consumer);
     const replay = options.replay ?? {};
     for (const [kind, mode] of Object.entries(replay)) {
-      if (mode !== 'dispatch' && mode !== 'suppress') throw new InvalidInputError(`effects.replay.${kind}`, "must be 'dispatch' or 'suppress'");
+      if (mode !== 'dispatch' && mode !== 'suppress')
+        throw new InvalidInputError(`effects.replay.${kind}`, "must be 'dispatch' or 'suppress'");
     }
     this.replay = replay;
     const lf = options.liveFrom ?? 'head';
@@ -63,7 +72,11 @@ export class ConsumerEffects<Tx> {
     this.liveFrom = lf;
     if (options.handlers !== undefined) {
       // Validates the handlers and dispatcher options now, so a bad option fails createConsumer.
-      this.dispatcher = createEffectDispatcher({ ...(options.dispatcher ?? {}), target, handlers: options.handlers });
+      this.dispatcher = createEffectDispatcher({
+        ...(options.dispatcher ?? {}),
+        target,
+        handlers: options.handlers,
+      });
     }
   }
 
@@ -103,7 +116,13 @@ export class ConsumerEffects<Tx> {
   }
 
   /** `ctx.effect`: one outbox row in the handler's transaction, unless the key is already there. */
-  async write(tx: Tx, event: RecordedEvent, kind: unknown, payload: unknown, options: EffectCallOptions = {}): Promise<EffectWrite> {
+  async write(
+    tx: Tx,
+    event: RecordedEvent,
+    kind: unknown,
+    payload: unknown,
+    options: EffectCallOptions = {},
+  ): Promise<EffectWrite> {
     if (typeof kind !== 'string' || kind.length === 0 || kind.length > MAX_KIND) {
       throw new InvalidInputError('kind', `must be a string of 1-${MAX_KIND} characters`);
     }
@@ -154,7 +173,8 @@ export function resolveConsumerEffects<Tx>(
   source: EventStore,
   options: ConsumerEffectsOptions<Tx> | undefined,
 ): ConsumerEffects<Tx> | null {
-  if (options !== undefined && (options === null || typeof options !== 'object')) throw new InvalidInputError('effects', 'must be an object');
+  if (options !== undefined && (options === null || typeof options !== 'object'))
+    throw new InvalidInputError('effects', 'must be an object');
   try {
     outboxFor(target);
   } catch (err) {

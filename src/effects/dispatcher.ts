@@ -54,7 +54,10 @@ export interface EffectDispatcherOptions<Tx> {
   owner?: string;
   metrics?: { registry: Registry; prefix?: string };
   /** Called after each failed attempt (for logging). */
-  onFailure?: (error: Error, effect: { idempotencyKey: string; kind: string; attempt: number; final: boolean }) => void;
+  onFailure?: (
+    error: Error,
+    effect: { idempotencyKey: string; kind: string; attempt: number; final: boolean },
+  ) => void;
 }
 
 export interface EffectDispatcherMetrics {
@@ -85,7 +88,8 @@ export interface EffectDispatcher {
 
 function intOption(value: unknown, field: string, min: number, fallback: number): number {
   if (value === undefined) return fallback;
-  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min) throw new InvalidInputError(field, `must be an integer >= ${min}`);
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min)
+    throw new InvalidInputError(field, `must be an integer >= ${min}`);
   return value;
 }
 
@@ -115,7 +119,15 @@ class Dispatcher<Tx> implements EffectDispatcher {
   private readonly pollMs: number;
   private readonly batchSize: number;
   private readonly onFailure: EffectDispatcherOptions<Tx>['onFailure'];
-  private readonly m: EffectDispatcherMetrics = { calls: 0, done: 0, retried: 0, failed: 0, lostLeases: 0, pollErrors: 0, lastError: null };
+  private readonly m: EffectDispatcherMetrics = {
+    calls: 0,
+    done: 0,
+    retried: 0,
+    failed: 0,
+    lostLeases: 0,
+    pollErrors: 0,
+    lastError: null,
+  };
   private readonly prom: { calls: Counter<'outcome'> } | null = null;
   private loop: Promise<void> | null = null;
   private abort = new AbortController();
@@ -125,7 +137,8 @@ class Dispatcher<Tx> implements EffectDispatcher {
     if (o === null || typeof o !== 'object') throw new InvalidInputError('options', 'must be an object');
     this.outbox = outboxFor(o.target);
     this.target = o.target;
-    if (o.handlers === null || typeof o.handlers !== 'object') throw new InvalidInputError('handlers', 'must be an object of effect kind -> function');
+    if (o.handlers === null || typeof o.handlers !== 'object')
+      throw new InvalidInputError('handlers', 'must be an object of effect kind -> function');
     for (const [kind, h] of Object.entries(o.handlers)) {
       if (typeof h !== 'function') throw new InvalidInputError(`handlers.${kind}`, 'must be a function');
     }
@@ -134,21 +147,25 @@ class Dispatcher<Tx> implements EffectDispatcher {
     const r = o.retry ?? {};
     this.attempts = intOption(r.attempts, 'retry.attempts', 1, 5);
     const backoff = r.backoff ?? 'exponential';
-    if (backoff !== 'exponential' && backoff !== 'fixed') throw new InvalidInputError('retry.backoff', "must be 'exponential' or 'fixed'");
+    if (backoff !== 'exponential' && backoff !== 'fixed')
+      throw new InvalidInputError('retry.backoff', "must be 'exponential' or 'fixed'");
     this.backoff = backoff;
     this.initialDelayMs = intOption(r.initialDelayMs, 'retry.initialDelayMs', 0, 1000);
     this.maxDelayMs = intOption(r.maxDelayMs, 'retry.maxDelayMs', 0, 60_000);
     this.leaseMs = intOption(o.leaseMs, 'leaseMs', 1, 30_000);
     this.pollMs = intOption(o.pollIntervalMs, 'pollIntervalMs', 1, 250);
     this.batchSize = intOption(o.batchSize, 'batchSize', 1, 10);
-    if (o.owner !== undefined && (typeof o.owner !== 'string' || o.owner.length === 0)) throw new InvalidInputError('owner', 'must be a non-empty string');
+    if (o.owner !== undefined && (typeof o.owner !== 'string' || o.owner.length === 0))
+      throw new InvalidInputError('owner', 'must be a non-empty string');
     this.owner = o.owner ?? `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
     this.onFailure = o.onFailure;
-    if (o.metrics !== undefined) this.prom = this.registerMetrics(o.metrics.registry, o.metrics.prefix ?? 'idem_');
+    if (o.metrics !== undefined)
+      this.prom = this.registerMetrics(o.metrics.registry, o.metrics.prefix ?? 'idem_');
   }
 
   private registerMetrics(registry: Registry, prefix: string): { calls: Counter<'outcome'> } {
-    if (typeof registry?.registerMetric !== 'function') throw new InvalidInputError('metrics.registry', 'must be a prom-client Registry');
+    if (typeof registry?.registerMetric !== 'function')
+      throw new InvalidInputError('metrics.registry', 'must be a prom-client Registry');
     const gaugeName = `${prefix}effects`;
     if (!registry.getSingleMetric(gaugeName)) {
       const counts = (): Promise<EffectCounts> => this.counts();
@@ -167,7 +184,12 @@ class Dispatcher<Tx> implements EffectDispatcher {
     const callsName = `${prefix}effect_calls_total`;
     const calls =
       (registry.getSingleMetric(callsName) as Counter<'outcome'> | undefined) ??
-      new Counter({ name: callsName, help: 'Effect handler calls by outcome (done, retry, failed)', labelNames: ['outcome'], registers: [registry] });
+      new Counter({
+        name: callsName,
+        help: 'Effect handler calls by outcome (done, retry, failed)',
+        labelNames: ['outcome'],
+        registers: [registry],
+      });
     return { calls };
   }
 
@@ -203,7 +225,12 @@ class Dispatcher<Tx> implements EffectDispatcher {
     if (this.kinds.length === 0) return 0;
     await this.target.migrate();
     const claimed = await this.target.transaction((t) =>
-      this.outbox.claim(t.tx, { owner: this.owner, kinds: this.kinds, leaseMs: this.leaseMs, limit: this.batchSize }),
+      this.outbox.claim(t.tx, {
+        owner: this.owner,
+        kinds: this.kinds,
+        leaseMs: this.leaseMs,
+        limit: this.batchSize,
+      }),
     );
     await Promise.all(claimed.map((c) => this.call(c)));
     return claimed.length;
@@ -211,7 +238,13 @@ class Dispatcher<Tx> implements EffectDispatcher {
 
   private async call(c: ClaimedEffect): Promise<void> {
     const handler = this.handlers[c.kind] as EffectHandler | undefined;
-    const info: EffectCallInfo = { idempotencyKey: idempotencyKey(c.scope, c.key), scope: c.scope, key: c.key, kind: c.kind, attempt: c.attempts };
+    const info: EffectCallInfo = {
+      idempotencyKey: idempotencyKey(c.scope, c.key),
+      scope: c.scope,
+      key: c.key,
+      kind: c.kind,
+      attempt: c.attempts,
+    };
     this.m.calls++;
     let result: unknown;
     try {
@@ -220,17 +253,30 @@ class Dispatcher<Tx> implements EffectDispatcher {
     } catch (err) {
       const error = asError(err);
       const final = c.attempts >= this.attempts;
-      const delay = final ? null : this.backoff === 'fixed' ? this.initialDelayMs : backoffDelay(c.attempts, this.initialDelayMs, this.maxDelayMs);
+      const delay = final
+        ? null
+        : this.backoff === 'fixed'
+          ? this.initialDelayMs
+          : backoffDelay(c.attempts, this.initialDelayMs, this.maxDelayMs);
       const message = `${error.name}: ${error.message}`;
-      const kept = await this.target.transaction((t) => this.outbox.release(t.tx, c.id, this.owner, message, delay));
+      const kept = await this.target.transaction((t) =>
+        this.outbox.release(t.tx, c.id, this.owner, message, delay),
+      );
       if (!kept) this.m.lostLeases++;
       else if (final) this.m.failed++;
       else this.m.retried++;
       this.prom?.calls.inc({ outcome: final ? 'failed' : 'retry' });
-      this.onFailure?.(error, { idempotencyKey: info.idempotencyKey, kind: c.kind, attempt: c.attempts, final });
+      this.onFailure?.(error, {
+        idempotencyKey: info.idempotencyKey,
+        kind: c.kind,
+        attempt: c.attempts,
+        final,
+      });
       return;
     }
-    const kept = await this.target.transaction((t) => this.outbox.complete(t.tx, c.id, this.owner, resultJson(result)));
+    const kept = await this.target.transaction((t) =>
+      this.outbox.complete(t.tx, c.id, this.owner, resultJson(result)),
+    );
     if (kept) this.m.done++;
     else this.m.lostLeases++;
     this.prom?.calls.inc({ outcome: 'done' });

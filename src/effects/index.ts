@@ -12,7 +12,14 @@ export type {
 export type { ConsumerEffectsOptions } from './consumerEffects.js';
 export { rebuildConsumer } from './rebuild.js';
 export type { Rebuild, RebuildOptions, RebuildProgress } from './rebuild.js';
-export { activeVersion, catchUpState, listConsumerVersions, NotCaughtUpError, promoteConsumer, resetLedger } from './versions.js';
+export {
+  activeVersion,
+  catchUpState,
+  listConsumerVersions,
+  NotCaughtUpError,
+  promoteConsumer,
+  resetLedger,
+} from './versions.js';
 export { listEffects, retryEffects, effectCounts } from './admin.js';
 export { defaultEffectScope, idempotencyKey, parseVersionedName } from './names.js';
 export type {

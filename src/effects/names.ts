@@ -33,6 +33,7 @@ export function idempotencyKey(scope: string, key: string): string {
 /** Splits an idempotency key back into scope and key. */
 export function splitIdempotencyKey(value: string, field: string): { scope: string; key: string } {
   const i = value.indexOf('/');
-  if (i <= 0 || i === value.length - 1) throw new InvalidInputError(field, 'must be an effect id of the form <scope>/<key>');
+  if (i <= 0 || i === value.length - 1)
+    throw new InvalidInputError(field, 'must be an effect id of the form <scope>/<key>');
   return { scope: value.slice(0, i), key: value.slice(i + 1) };
 }

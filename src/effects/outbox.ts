@@ -15,7 +15,8 @@ export function outboxFor<Tx>(target: ConsumerTarget<Tx>, field = 'target'): Out
   if (target.kind === 'sqlite') return sqlite as unknown as OutboxDialect<Tx>;
   if (target.kind === 'postgres') {
     const schema = (target as unknown as { schema?: unknown }).schema;
-    if (typeof schema !== 'string') throw new InvalidInputError(field, 'a postgres target must expose its schema');
+    if (typeof schema !== 'string')
+      throw new InvalidInputError(field, 'a postgres target must expose its schema');
     let o = postgres.get(schema);
     if (!o) {
       o = new PostgresOutbox(schema);
@@ -23,11 +24,17 @@ export function outboxFor<Tx>(target: ConsumerTarget<Tx>, field = 'target'): Out
     }
     return o as unknown as OutboxDialect<Tx>;
   }
-  throw new InvalidInputError(field, `has no effect outbox (kind ${target.kind}; use sqliteTarget or postgresTarget)`);
+  throw new InvalidInputError(
+    field,
+    `has no effect outbox (kind ${target.kind}; use sqliteTarget or postgresTarget)`,
+  );
 }
 
 /** Runs `fn` with the outbox in one target transaction (after migrating the target). */
-export async function withOutbox<Tx, T>(target: ConsumerTarget<Tx>, fn: (o: OutboxDialect<Tx>, tx: Tx) => Promise<T>): Promise<T> {
+export async function withOutbox<Tx, T>(
+  target: ConsumerTarget<Tx>,
+  fn: (o: OutboxDialect<Tx>, tx: Tx) => Promise<T>,
+): Promise<T> {
   const o = outboxFor(target);
   await target.migrate();
   return target.transaction((t) => fn(o, t.tx));

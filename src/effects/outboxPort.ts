@@ -54,7 +54,10 @@ export interface OutboxDialect<Tx> {
   counts(tx: Tx): Promise<EffectCounts>;
   getActive(tx: Tx, base: string): Promise<ActiveVersionRecord | null>;
   listActive(tx: Tx): Promise<ActiveVersionRecord[]>;
-  setActive(tx: Tx, record: Omit<ActiveVersionRecord, 'promotedAt' | 'previous'>): Promise<ActiveVersionRecord>;
+  setActive(
+    tx: Tx,
+    record: Omit<ActiveVersionRecord, 'promotedAt' | 'previous'>,
+  ): Promise<ActiveVersionRecord>;
   /** Deletes the consumer's ledger rows, checkpoint and entity versions (never the outbox). */
   resetLedger(tx: Tx, consumer: string): Promise<LedgerReset>;
 }

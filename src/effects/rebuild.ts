@@ -64,13 +64,21 @@ class RebuildRun<Tx> implements Rebuild {
   constructor(private readonly o: RebuildOptions<Tx>) {
     this.from = validateConsumerName(o.from, 'from');
     this.name = validateConsumerName(o.as, 'as');
-    if (this.name === this.from) throw new InvalidInputError('as', 'must differ from the version it rebuilds');
+    if (this.name === this.from)
+      throw new InvalidInputError('as', 'must differ from the version it rebuilds');
     const a = parseVersionedName(this.name);
     const b = parseVersionedName(this.from);
     if (a.base !== b.base && o.effects?.scope === undefined) {
-      throw new InvalidInputError('as', `must be a version of the same consumer (e.g. ${b.base}_v${(b.version ?? 1) + 1}), or give effects.scope`);
+      throw new InvalidInputError(
+        'as',
+        `must be a version of the same consumer (e.g. ${b.base}_v${(b.version ?? 1) + 1}), or give effects.scope`,
+      );
     }
-    if (a.version === null) throw new InvalidInputError('as', 'must end in a version suffix such as _v3, so the projection can pick fresh tables');
+    if (a.version === null)
+      throw new InvalidInputError(
+        'as',
+        'must end in a version suffix such as _v3, so the projection can pick fresh tables',
+      );
     const { from: _from, as: _as, progressIntervalMs: _p, onProgress: _op, ...consumerOptions } = o;
     this.consumer = createConsumer<Tx>({ ...consumerOptions, name: this.name, from: 'start' });
   }
@@ -78,7 +86,11 @@ class RebuildRun<Tx> implements Rebuild {
   async start(): Promise<void> {
     const effects = this.o.effects ?? {};
     const liveFrom =
-      effects.liveFrom === 'start' ? 0 : typeof effects.liveFrom === 'number' ? effects.liveFrom : await this.o.source.headPosition();
+      effects.liveFrom === 'start'
+        ? 0
+        : typeof effects.liveFrom === 'number'
+          ? effects.liveFrom
+          : await this.o.source.headPosition();
     await withOutbox(this.o.target, (ob, tx) =>
       ob.registerVersion(tx, {
         consumer: this.name,
@@ -115,7 +127,10 @@ class RebuildRun<Tx> implements Rebuild {
     const position = status.position;
     if (this.last && now - this.last.at >= 200) {
       const dt = (now - this.last.at) / 1000;
-      this.rates = { events: (events - this.last.events) / dt, positions: (position - this.last.position) / dt };
+      this.rates = {
+        events: (events - this.last.events) / dt,
+        positions: (position - this.last.position) / dt,
+      };
       this.last = { at: now, position, events };
     } else if (!this.last) {
       this.last = { at: now, position, events };
@@ -157,6 +172,7 @@ class RebuildRun<Tx> implements Rebuild {
  * recorded are not recorded again (shared scope). Promote once caught up: `rebuild.promote()`.
  */
 export function rebuildConsumer<Tx>(options: RebuildOptions<Tx>): Rebuild {
-  if (options === null || typeof options !== 'object') throw new InvalidInputError('options', 'must be an object');
+  if (options === null || typeof options !== 'object')
+    throw new InvalidInputError('options', 'must be an object');
   return new RebuildRun(options);
 }

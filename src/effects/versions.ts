@@ -50,11 +50,16 @@ export async function promoteConsumer<Tx>(options: PromoteOptions<Tx>): Promise<
   const name = validateConsumerName(options.name, 'name');
   const state = await catchUpState(options.source, name);
   if (state.next !== null) throw new NotCaughtUpError(name, state.position, state.next, state.head);
-  return withOutbox(options.target, (o, tx) => o.setActive(tx, { base: parseVersionedName(name).base, consumer: name, position: state.position }));
+  return withOutbox(options.target, (o, tx) =>
+    o.setActive(tx, { base: parseVersionedName(name).base, consumer: name, position: state.position }),
+  );
 }
 
 /** The version readers use for `base` (`billing`), or null when none was promoted. Projections' readers pick their tables by it. */
-export async function activeVersion<Tx>(target: ConsumerTarget<Tx>, base: string): Promise<ActiveVersionRecord | null> {
+export async function activeVersion<Tx>(
+  target: ConsumerTarget<Tx>,
+  base: string,
+): Promise<ActiveVersionRecord | null> {
   return withOutbox(target, (o, tx) => o.getActive(tx, parseVersionedName(base).base));
 }
 
@@ -62,7 +67,10 @@ export async function activeVersion<Tx>(target: ConsumerTarget<Tx>, base: string
 export async function listConsumerVersions<Tx>(
   target: ConsumerTarget<Tx>,
 ): Promise<{ versions: ConsumerVersionRecord[]; active: ActiveVersionRecord[] }> {
-  return withOutbox(target, async (o, tx) => ({ versions: await o.listVersions(tx), active: await o.listActive(tx) }));
+  return withOutbox(target, async (o, tx) => ({
+    versions: await o.listVersions(tx),
+    active: await o.listActive(tx),
+  }));
 }
 
 /**

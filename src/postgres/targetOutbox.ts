@@ -1,5 +1,11 @@
 import type { PoolClient } from 'pg';
-import { emptyCounts, type ClaimRequest, type LedgerReset, type ListRequest, type OutboxDialect } from '../effects/outboxPort.js';
+import {
+  emptyCounts,
+  type ClaimRequest,
+  type LedgerReset,
+  type ListRequest,
+  type OutboxDialect,
+} from '../effects/outboxPort.js';
 import { idempotencyKey } from '../effects/names.js';
 import type {
   ActiveVersionRecord,
@@ -130,7 +136,13 @@ function toVersion(r: VersionRow): ConsumerVersionRecord {
 }
 
 function toActive(r: ActiveRow): ActiveVersionRecord {
-  return { base: r.base, consumer: r.consumer, position: r.position, previous: r.previous, promotedAt: r.promoted_at.toISOString() };
+  return {
+    base: r.base,
+    consumer: r.consumer,
+    position: r.position,
+    previous: r.previous,
+    promotedAt: r.promoted_at.toISOString(),
+  };
 }
 
 /**
@@ -153,7 +165,10 @@ export class PostgresOutbox implements OutboxDialect<PoolClient> {
     return r.rowCount === 1;
   }
 
-  async registerVersion(tx: PoolClient, v: Omit<ConsumerVersionRecord, 'createdAt'>): Promise<ConsumerVersionRecord> {
+  async registerVersion(
+    tx: PoolClient,
+    v: Omit<ConsumerVersionRecord, 'createdAt'>,
+  ): Promise<ConsumerVersionRecord> {
     await tx.query(
       `INSERT INTO ${this.s}.target_consumer_versions (consumer, base, scope, live_from, rebuild_of) VALUES ($1, $2, $3, $4, $5)
        ON CONFLICT (consumer) DO NOTHING`,
@@ -177,7 +192,14 @@ export class PostgresOutbox implements OutboxDialect<PoolClient> {
   }
 
   async claim(tx: PoolClient, req: ClaimRequest): Promise<ClaimedEffect[]> {
-    const r = await tx.query<{ id: number; scope: string; key: string; kind: string; payload: unknown; attempts: number }>(
+    const r = await tx.query<{
+      id: number;
+      scope: string;
+      key: string;
+      kind: string;
+      payload: unknown;
+      attempts: number;
+    }>(
       `WITH due AS (
          SELECT id FROM ${this.s}.target_effects
          WHERE status = 'pending' AND next_attempt_at <= now() AND (lease_until IS NULL OR lease_until < now())
@@ -203,7 +225,13 @@ export class PostgresOutbox implements OutboxDialect<PoolClient> {
     return r.rowCount === 1;
   }
 
-  async release(tx: PoolClient, id: number, owner: string, error: string, retryInMs: number | null): Promise<boolean> {
+  async release(
+    tx: PoolClient,
+    id: number,
+    owner: string,
+    error: string,
+    retryInMs: number | null,
+  ): Promise<boolean> {
     const r = await tx.query(
       `UPDATE ${this.s}.target_effects SET status = $3, next_attempt_at = now() + $4 * interval '1 millisecond', last_error = $5,
          lease_owner = NULL, lease_until = NULL, updated_at = now()
@@ -223,7 +251,10 @@ export class PostgresOutbox implements OutboxDialect<PoolClient> {
   }
 
   async get(tx: PoolClient, scope: string, key: string): Promise<EffectRecord | null> {
-    const r = await tx.query<EffectRow>(`SELECT ${EFFECT_COLUMNS} FROM ${this.s}.target_effects WHERE scope = $1 AND key = $2`, [scope, key]);
+    const r = await tx.query<EffectRow>(
+      `SELECT ${EFFECT_COLUMNS} FROM ${this.s}.target_effects WHERE scope = $1 AND key = $2`,
+      [scope, key],
+    );
     return r.rows[0] ? toRecord(r.rows[0]) : null;
   }
 
@@ -232,10 +263,10 @@ export class PostgresOutbox implements OutboxDialect<PoolClient> {
     const r =
       which === 'all-failed'
         ? await tx.query(`UPDATE ${this.s}.target_effects ${set} WHERE status = 'failed'`)
-        : await tx.query(`UPDATE ${this.s}.target_effects ${set} WHERE scope = $1 AND key = $2 AND status IN ('failed', 'suppressed')`, [
-            which.scope,
-            which.key,
-          ]);
+        : await tx.query(
+            `UPDATE ${this.s}.target_effects ${set} WHERE scope = $1 AND key = $2 AND status IN ('failed', 'suppressed')`,
+            [which.scope, which.key],
+          );
     return r.rowCount ?? 0;
   }
 
@@ -262,9 +293,13 @@ export class PostgresOutbox implements OutboxDialect<PoolClient> {
     return r.rows.map(toActive);
   }
 
-  async setActive(tx: PoolClient, rec: Omit<ActiveVersionRecord, 'promotedAt' | 'previous'>): Promise<ActiveVersionRecord> {
+  async setActive(
+    tx: PoolClient,
+    rec: Omit<ActiveVersionRecord, 'promotedAt' | 'previous'>,
+  ): Promise<ActiveVersionRecord> {
     const before = await this.getActive(tx, rec.base);
-    const previous = before && before.consumer !== rec.consumer ? before.consumer : (before?.previous ?? null);
+    const previous =
+      before && before.consumer !== rec.consumer ? before.consumer : (before?.previous ?? null);
     await tx.query(
       `INSERT INTO ${this.s}.target_active_versions (base, consumer, position, previous) VALUES ($1, $2, $3, $4)
        ON CONFLICT (base) DO UPDATE SET consumer = excluded.consumer, position = excluded.position,

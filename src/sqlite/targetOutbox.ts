@@ -1,5 +1,12 @@
 import type Database from 'better-sqlite3';
-import { emptyCounts, parseJson, type ClaimRequest, type LedgerReset, type ListRequest, type OutboxDialect } from '../effects/outboxPort.js';
+import {
+  emptyCounts,
+  parseJson,
+  type ClaimRequest,
+  type LedgerReset,
+  type ListRequest,
+  type OutboxDialect,
+} from '../effects/outboxPort.js';
 import { idempotencyKey } from '../effects/names.js';
 import type {
   ActiveVersionRecord,
@@ -123,11 +130,24 @@ function toRecord(r: EffectRow): EffectRecord {
 }
 
 function toVersion(r: VersionRow): ConsumerVersionRecord {
-  return { consumer: r.consumer, base: r.base, scope: r.scope, liveFrom: r.live_from, rebuildOf: r.rebuild_of, createdAt: r.created_at };
+  return {
+    consumer: r.consumer,
+    base: r.base,
+    scope: r.scope,
+    liveFrom: r.live_from,
+    rebuildOf: r.rebuild_of,
+    createdAt: r.created_at,
+  };
 }
 
 function toActive(r: ActiveRow): ActiveVersionRecord {
-  return { base: r.base, consumer: r.consumer, position: r.position, previous: r.previous, promotedAt: r.promoted_at };
+  return {
+    base: r.base,
+    consumer: r.consumer,
+    position: r.position,
+    previous: r.previous,
+    promotedAt: r.promoted_at,
+  };
 }
 
 /** Statements are prepared once per connection. */
@@ -155,11 +175,26 @@ export class SqliteOutbox implements OutboxDialect<Database.Database> {
       db,
       `INSERT INTO idem_effects (scope, key, kind, payload, consumer, event_id, position, status, next_attempt_at, created_at, updated_at)
        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (scope, key) DO NOTHING`,
-    ).run(e.scope, e.key, e.kind, e.payload, e.consumer, e.eventId, e.position, e.status, now.getTime(), now.toISOString(), now.toISOString());
+    ).run(
+      e.scope,
+      e.key,
+      e.kind,
+      e.payload,
+      e.consumer,
+      e.eventId,
+      e.position,
+      e.status,
+      now.getTime(),
+      now.toISOString(),
+      now.toISOString(),
+    );
     return Promise.resolve(r.changes === 1);
   }
 
-  async registerVersion(db: Database.Database, v: Omit<ConsumerVersionRecord, 'createdAt'>): Promise<ConsumerVersionRecord> {
+  async registerVersion(
+    db: Database.Database,
+    v: Omit<ConsumerVersionRecord, 'createdAt'>,
+  ): Promise<ConsumerVersionRecord> {
     stmt(
       db,
       `INSERT INTO idem_consumer_versions (consumer, base, scope, live_from, rebuild_of, created_at) VALUES (?, ?, ?, ?, ?, ?)
@@ -169,12 +204,16 @@ export class SqliteOutbox implements OutboxDialect<Database.Database> {
   }
 
   getVersion(db: Database.Database, consumer: string): Promise<ConsumerVersionRecord | null> {
-    const r = stmt(db, 'SELECT * FROM idem_consumer_versions WHERE consumer = ?').get(consumer) as VersionRow | undefined;
+    const r = stmt(db, 'SELECT * FROM idem_consumer_versions WHERE consumer = ?').get(consumer) as
+      VersionRow | undefined;
     return Promise.resolve(r ? toVersion(r) : null);
   }
 
   listVersions(db: Database.Database): Promise<ConsumerVersionRecord[]> {
-    const rows = stmt(db, 'SELECT * FROM idem_consumer_versions ORDER BY base, created_at, consumer').all() as VersionRow[];
+    const rows = stmt(
+      db,
+      'SELECT * FROM idem_consumer_versions ORDER BY base, created_at, consumer',
+    ).all() as VersionRow[];
     return Promise.resolve(rows.map(toVersion));
   }
 
@@ -189,7 +228,15 @@ export class SqliteOutbox implements OutboxDialect<Database.Database> {
            AND kind IN (SELECT value FROM json_each(?))
          ORDER BY id LIMIT ?)
        RETURNING id, scope, key, kind, payload, attempts`,
-    ).all(req.owner, now + req.leaseMs, new Date(now).toISOString(), now, now, JSON.stringify(req.kinds), req.limit) as {
+    ).all(
+      req.owner,
+      now + req.leaseMs,
+      new Date(now).toISOString(),
+      now,
+      now,
+      JSON.stringify(req.kinds),
+      req.limit,
+    ) as {
       id: number;
       scope: string;
       key: string;
@@ -210,13 +257,26 @@ export class SqliteOutbox implements OutboxDialect<Database.Database> {
     return Promise.resolve(r.changes === 1);
   }
 
-  release(db: Database.Database, id: number, owner: string, error: string, retryInMs: number | null): Promise<boolean> {
+  release(
+    db: Database.Database,
+    id: number,
+    owner: string,
+    error: string,
+    retryInMs: number | null,
+  ): Promise<boolean> {
     const now = Date.now();
     const r = stmt(
       db,
       `UPDATE idem_effects SET status = ?, next_attempt_at = ?, last_error = ?, lease_owner = NULL, lease_until = NULL, updated_at = ?
        WHERE id = ? AND lease_owner = ? AND status = 'pending'`,
-    ).run(retryInMs === null ? 'failed' : 'pending', now + (retryInMs ?? 0), error, new Date(now).toISOString(), id, owner);
+    ).run(
+      retryInMs === null ? 'failed' : 'pending',
+      now + (retryInMs ?? 0),
+      error,
+      new Date(now).toISOString(),
+      id,
+      owner,
+    );
     return Promise.resolve(r.changes === 1);
   }
 
@@ -229,7 +289,8 @@ export class SqliteOutbox implements OutboxDialect<Database.Database> {
   }
 
   get(db: Database.Database, scope: string, key: string): Promise<EffectRecord | null> {
-    const r = stmt(db, 'SELECT * FROM idem_effects WHERE scope = ? AND key = ?').get(scope, key) as EffectRow | undefined;
+    const r = stmt(db, 'SELECT * FROM idem_effects WHERE scope = ? AND key = ?').get(scope, key) as
+      EffectRow | undefined;
     return Promise.resolve(r ? toRecord(r) : null);
   }
 
@@ -239,35 +300,43 @@ export class SqliteOutbox implements OutboxDialect<Database.Database> {
     const r =
       which === 'all-failed'
         ? stmt(db, `UPDATE idem_effects ${set} WHERE status = 'failed'`).run(now, new Date(now).toISOString())
-        : stmt(db, `UPDATE idem_effects ${set} WHERE scope = ? AND key = ? AND status IN ('failed', 'suppressed')`).run(
-            now,
-            new Date(now).toISOString(),
-            which.scope,
-            which.key,
-          );
+        : stmt(
+            db,
+            `UPDATE idem_effects ${set} WHERE scope = ? AND key = ? AND status IN ('failed', 'suppressed')`,
+          ).run(now, new Date(now).toISOString(), which.scope, which.key);
     return Promise.resolve(r.changes);
   }
 
   counts(db: Database.Database): Promise<EffectCounts> {
     const c = emptyCounts();
-    for (const r of stmt(db, 'SELECT status, count(*) AS n FROM idem_effects GROUP BY status').all() as { status: EffectStatus; n: number }[]) {
+    for (const r of stmt(db, 'SELECT status, count(*) AS n FROM idem_effects GROUP BY status').all() as {
+      status: EffectStatus;
+      n: number;
+    }[]) {
       c[r.status] = r.n;
     }
     return Promise.resolve(c);
   }
 
   getActive(db: Database.Database, base: string): Promise<ActiveVersionRecord | null> {
-    const r = stmt(db, 'SELECT * FROM idem_active_versions WHERE base = ?').get(base) as ActiveRow | undefined;
+    const r = stmt(db, 'SELECT * FROM idem_active_versions WHERE base = ?').get(base) as
+      ActiveRow | undefined;
     return Promise.resolve(r ? toActive(r) : null);
   }
 
   listActive(db: Database.Database): Promise<ActiveVersionRecord[]> {
-    return Promise.resolve((stmt(db, 'SELECT * FROM idem_active_versions ORDER BY base').all() as ActiveRow[]).map(toActive));
+    return Promise.resolve(
+      (stmt(db, 'SELECT * FROM idem_active_versions ORDER BY base').all() as ActiveRow[]).map(toActive),
+    );
   }
 
-  async setActive(db: Database.Database, rec: Omit<ActiveVersionRecord, 'promotedAt' | 'previous'>): Promise<ActiveVersionRecord> {
+  async setActive(
+    db: Database.Database,
+    rec: Omit<ActiveVersionRecord, 'promotedAt' | 'previous'>,
+  ): Promise<ActiveVersionRecord> {
     const before = await this.getActive(db, rec.base);
-    const previous = before && before.consumer !== rec.consumer ? before.consumer : (before?.previous ?? null);
+    const previous =
+      before && before.consumer !== rec.consumer ? before.consumer : (before?.previous ?? null);
     stmt(
       db,
       `INSERT INTO idem_active_versions (base, consumer, position, previous, promoted_at) VALUES (?, ?, ?, ?, ?)

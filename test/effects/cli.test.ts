@@ -30,7 +30,8 @@ describe('idem effects and consumer versions (CLI)', () => {
     });
     const t = ['--target-db', tdb];
     try {
-      for (let i = 1; i <= 3; i++) await store.append(`invoice-${i}`, [{ type: 'invoice.issued', data: { i } }]);
+      for (let i = 1; i <= 3; i++)
+        await store.append(`invoice-${i}`, [{ type: 'invoice.issued', data: { i } }]);
       await consumer.start();
       await consumer.whenCaughtUp({ timeoutMs: 10_000 });
       await consumer.stop();
@@ -47,7 +48,11 @@ describe('idem effects and consumer versions (CLI)', () => {
 
       assert.equal((await idemInProcess(['effects', 'list', ...t, '--status', 'bogus'])).code, 2);
       assert.equal((await idemInProcess(['effects', 'list'])).code, 2, 'a target is required');
-      assert.equal((await idemInProcess(['effects', 'retry', ...t])).code, 2, 'an id or --all-failed is required');
+      assert.equal(
+        (await idemInProcess(['effects', 'retry', ...t])).code,
+        2,
+        'an id or --all-failed is required',
+      );
       r = await idemInProcess(['effects', 'retry', rows[0]!.idempotencyKey, ...t]);
       assert.equal(r.code, 1, 'a pending effect is not retryable');
       assert.match(r.stderr, /not_found/);
@@ -59,27 +64,70 @@ describe('idem effects and consumer versions (CLI)', () => {
       assert.match(r.stderr, /re-applies everything.*--yes/);
       r = await idemInProcess(['consumer', 'reset-ledger', 'mailer_v1', ...t, '--yes', '--json']);
       assert.equal(r.code, 0, r.stderr);
-      assert.deepEqual(JSON.parse(r.stdout), { consumer: 'mailer_v1', ledgerRows: 3, checkpoints: 1, entityVersions: 0 });
+      assert.deepEqual(JSON.parse(r.stdout), {
+        consumer: 'mailer_v1',
+        ledgerRows: 3,
+        checkpoints: 1,
+        entityVersions: 0,
+      });
 
-      r = await idemInProcess(['consumer', 'rebuild', 'mailer_v1', '--as', 'mailer_v2', '--module', PROJECTION, '--db', db, ...t, '--json']);
+      r = await idemInProcess([
+        'consumer',
+        'rebuild',
+        'mailer_v1',
+        '--as',
+        'mailer_v2',
+        '--module',
+        PROJECTION,
+        '--db',
+        db,
+        ...t,
+        '--json',
+      ]);
       assert.equal(r.code, 0, r.stderr);
-      const progress = JSON.parse(r.stdout) as { caughtUp: boolean; position: number; head: number; name: string };
-      assert.deepEqual([progress.name, progress.caughtUp, progress.position, progress.head], ['mailer_v2', true, 3, 3]);
+      const progress = JSON.parse(r.stdout) as {
+        caughtUp: boolean;
+        position: number;
+        head: number;
+        name: string;
+      };
+      assert.deepEqual(
+        [progress.name, progress.caughtUp, progress.position, progress.head],
+        ['mailer_v2', true, 3, 3],
+      );
       r = await idemInProcess(['effects', 'list', ...t, '--json']);
-      assert.equal((JSON.parse(r.stdout) as EffectRecord[]).length, 3, 'the rebuild wrote no new effect (shared scope)');
+      assert.equal(
+        (JSON.parse(r.stdout) as EffectRecord[]).length,
+        3,
+        'the rebuild wrote no new effect (shared scope)',
+      );
 
       await store.append('invoice-4', [{ type: 'invoice.issued', data: { i: 4 } }]);
       r = await idemInProcess(['consumer', 'promote', 'mailer_v2', '--db', db, ...t]);
       assert.equal(r.code, 1);
       assert.match(r.stderr, /unavailable: consumer "mailer_v2" has not caught up/);
-      r = await idemInProcess(['consumer', 'rebuild', 'mailer_v1', '--as', 'mailer_v2', '--module', PROJECTION, '--db', db, ...t]);
+      r = await idemInProcess([
+        'consumer',
+        'rebuild',
+        'mailer_v1',
+        '--as',
+        'mailer_v2',
+        '--module',
+        PROJECTION,
+        '--db',
+        db,
+        ...t,
+      ]);
       assert.equal(r.code, 0, r.stderr);
       assert.match(r.stdout, /mailer_v2: position 4\/4, .*caught up/);
       r = await idemInProcess(['consumer', 'promote', 'mailer_v2', '--db', db, ...t]);
       assert.equal(r.code, 0, r.stderr);
       assert.match(r.stdout, /mailer_v2 is now the active version of mailer/);
       r = await idemInProcess(['consumer', 'versions', ...t, '--json']);
-      const v = JSON.parse(r.stdout) as { versions: { consumer: string; rebuildOf: string | null; liveFrom: number }[]; active: { consumer: string }[] };
+      const v = JSON.parse(r.stdout) as {
+        versions: { consumer: string; rebuildOf: string | null; liveFrom: number }[];
+        active: { consumer: string }[];
+      };
       assert.deepEqual(
         v.versions.map((x) => [x.consumer, x.rebuildOf, x.liveFrom]),
         [

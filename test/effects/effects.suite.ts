@@ -18,12 +18,22 @@ import { mailHandler, startMailServer } from './support/mailServer.js';
 const CHILD = fileURLToPath(new URL('./support/dispatcherChild.ts', import.meta.url));
 
 /** A dispatcher in a child process (see support/dispatcherChild.ts). */
-function spawnDispatcher(config: { target: unknown; mailUrl: string; leaseMs: number; hang: boolean; label: string }): {
+function spawnDispatcher(config: {
+  target: unknown;
+  mailUrl: string;
+  leaseMs: number;
+  hang: boolean;
+  label: string;
+}): {
   child: ChildProcess;
   exited: Promise<NodeJS.Signals | null>;
 } {
-  const child = spawn(process.execPath, ['--import', 'tsx', CHILD, JSON.stringify(config)], { stdio: ['ignore', 'ignore', 'inherit'] });
-  const exited = new Promise<NodeJS.Signals | null>((resolve) => child.once('exit', (_code, signal) => resolve(signal)));
+  const child = spawn(process.execPath, ['--import', 'tsx', CHILD, JSON.stringify(config)], {
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
+  const exited = new Promise<NodeJS.Signals | null>((resolve) =>
+    child.once('exit', (_code, signal) => resolve(signal)),
+  );
   return { child, exited };
 }
 
@@ -34,7 +44,9 @@ async function killChild(c: { child: ChildProcess; exited: Promise<unknown> }): 
 
 async function appendInvoices(store: EventStore, from: number, n: number): Promise<void> {
   for (let i = from; i < from + n; i++) {
-    await store.append(`invoice-${i}`, [{ type: 'invoice.issued', data: { n: i, email: `c${i}@example.com` } }]);
+    await store.append(`invoice-${i}`, [
+      { type: 'invoice.issued', data: { n: i, email: `c${i}@example.com` } },
+    ]);
   }
 }
 
@@ -80,12 +92,16 @@ export function describeEffects(label: string, make: MakeFixture, skip: string |
         assert.deepEqual(writes, [...Array<string>(5).fill('pending'), ...Array<string>(5).fill('existing')]);
         await appendInvoices(fx.store, 6, 1);
         await consumer.whenCaughtUp({ timeoutMs: 10_000 });
-        await until(async () => (await effectCounts(fx.target)).done === 6, { message: 'the new effect done' });
+        await until(async () => (await effectCounts(fx.target)).done === 6, {
+          message: 'the new effect done',
+        });
         assert.equal(mail.calls.length, 6, 'one call per email, none repeated');
         assert.equal(mail.sent.size, 6);
         const rows = await listEffects(fx.target, { status: 'done' });
         assert.equal(rows.length, 6);
-        assert.ok(rows.every((r) => r.idempotencyKey === `mailer/${r.eventId}:send-receipt` && r.attempts === 1));
+        assert.ok(
+          rows.every((r) => r.idempotencyKey === `mailer/${r.eventId}:send-receipt` && r.attempts === 1),
+        );
         assert.deepEqual((rows[0]!.result as { duplicate: boolean }).duplicate, false);
       } finally {
         await consumer.stop();
@@ -118,9 +134,15 @@ export function describeEffects(label: string, make: MakeFixture, skip: string |
         await consumer.start();
         await consumer.whenCaughtUp({ timeoutMs: 10_000 });
         const rows = await listEffects(fx.target, { scope: 'rollback' });
-        const events = new Set(rows.map((r) => (r.payload as { n?: number }).n).filter((n) => n !== undefined));
+        const events = new Set(
+          rows.map((r) => (r.payload as { n?: number }).n).filter((n) => n !== undefined),
+        );
         assert.deepEqual([...events].sort(), [1, 2, 4, 5]);
-        assert.equal(rows.length, 8, 'two effects for each of the four handled events, none for the dead letter');
+        assert.equal(
+          rows.length,
+          8,
+          'two effects for each of the four handled events, none for the dead letter',
+        );
         assert.ok(rows.every((r) => r.status === 'pending'));
         assert.equal((await fx.store.deadLetters.list('rollback_v1')).length, 1);
       } finally {
@@ -160,16 +182,31 @@ export function describeEffects(label: string, make: MakeFixture, skip: string |
         await consumer.start();
         await consumer.whenCaughtUp({ timeoutMs: 20_000 });
         assert.equal((await effectCounts(fx.target)).pending, 1000);
-        b = spawnDispatcher({ target: fx.childTarget, mailUrl: mail.url, leaseMs: 30_000, hang: false, label: 'b' });
-        await until(() => mail.calls.some((c) => c.from === 'b'), { timeoutMs: 20_000, message: 'the child dispatcher to start' });
+        b = spawnDispatcher({
+          target: fx.childTarget,
+          mailUrl: mail.url,
+          leaseMs: 30_000,
+          hang: false,
+          label: 'b',
+        });
+        await until(() => mail.calls.some((c) => c.from === 'b'), {
+          timeoutMs: 20_000,
+          message: 'the child dispatcher to start',
+        });
         await a.start();
-        await until(async () => (await effectCounts(fx.target)).done === 1000, { timeoutMs: 40_000, message: '1,000 effects done' });
+        await until(async () => (await effectCounts(fx.target)).done === 1000, {
+          timeoutMs: 40_000,
+          message: '1,000 effects done',
+        });
         await a.stop();
         await killChild(b);
         const perKey = new Map<string, number>();
         for (const c of mail.calls) perKey.set(c.key, (perKey.get(c.key) ?? 0) + 1);
         assert.equal(perKey.size, 1000);
-        assert.ok([...perKey.values()].every((n) => n === 1), 'no key called twice');
+        assert.ok(
+          [...perKey.values()].every((n) => n === 1),
+          'no key called twice',
+        );
         assert.equal(mail.calls.length, 1000);
         const byA = mail.calls.filter((c) => c.from === 'a').length;
         assert.equal(a.metrics().done, byA);
@@ -210,7 +247,9 @@ export function describeEffects(label: string, make: MakeFixture, skip: string |
         await consumer.whenCaughtUp({ timeoutMs: 10_000 });
         mail.failNext(3);
         await d.start();
-        await until(async () => (await effectCounts(fx.target)).failed === 1, { message: 'the effect failed' });
+        await until(async () => (await effectCounts(fx.target)).failed === 1, {
+          message: 'the effect failed',
+        });
         const [row] = await listEffects(fx.target, { status: 'failed' });
         assert.ok(row);
         assert.equal(row.attempts, 3);
@@ -220,14 +259,22 @@ export function describeEffects(label: string, make: MakeFixture, skip: string |
           { attempt: 2, final: false },
           { attempt: 3, final: true },
         ]);
-        assert.deepEqual({ retried: d.metrics().retried, failed: d.metrics().failed }, { retried: 2, failed: 1 });
+        assert.deepEqual(
+          { retried: d.metrics().retried, failed: d.metrics().failed },
+          { retried: 2, failed: 1 },
+        );
         assert.equal(mail.sent.size, 0);
         assert.equal(await retryEffects(fx.target, row.idempotencyKey), 1);
-        await until(async () => (await effectCounts(fx.target)).done === 1, { message: 'the retried effect done' });
+        await until(async () => (await effectCounts(fx.target)).done === 1, {
+          message: 'the retried effect done',
+        });
         const [done] = await listEffects(fx.target, { status: 'done' });
         assert.equal(done?.attempts, 1);
         assert.equal(mail.sent.size, 1);
-        assert.ok(mail.calls.every((c) => c.key === row.idempotencyKey), 'every attempt used the same key');
+        assert.ok(
+          mail.calls.every((c) => c.key === row.idempotencyKey),
+          'every attempt used the same key',
+        );
       } finally {
         await d.stop();
         await consumer.stop();
@@ -248,13 +295,26 @@ export function describeEffects(label: string, make: MakeFixture, skip: string |
           await ctx.effect('send-receipt', { to: 'x@example.com' });
         },
       });
-      const killed = spawnDispatcher({ target: fx.childTarget, mailUrl: mail.url, leaseMs: 300, hang: true, label: 'killed' });
-      const d = createEffectDispatcher({ target: fx.target, handlers: { 'send-receipt': mailHandler(mail.url) }, pollIntervalMs: 10 });
+      const killed = spawnDispatcher({
+        target: fx.childTarget,
+        mailUrl: mail.url,
+        leaseMs: 300,
+        hang: true,
+        label: 'killed',
+      });
+      const d = createEffectDispatcher({
+        target: fx.target,
+        handlers: { 'send-receipt': mailHandler(mail.url) },
+        pollIntervalMs: 10,
+      });
       try {
         await appendInvoices(fx.store, 1, 1);
         await consumer.start();
         await consumer.whenCaughtUp({ timeoutMs: 10_000 });
-        await until(() => mail.calls.length === 1, { timeoutMs: 20_000, message: 'the child to call the mail server' });
+        await until(() => mail.calls.length === 1, {
+          timeoutMs: 20_000,
+          message: 'the child to call the mail server',
+        });
         killed.child.kill('SIGKILL');
         assert.equal(await killed.exited, 'SIGKILL');
         const [held] = await listEffects(fx.target);
@@ -262,7 +322,9 @@ export function describeEffects(label: string, make: MakeFixture, skip: string |
         assert.equal(held?.attempts, 1);
         assert.ok(held?.leaseOwner, 'the dead dispatcher still holds the lease');
         await d.start();
-        await until(async () => (await effectCounts(fx.target)).done === 1, { message: 'the effect done by the survivor' });
+        await until(async () => (await effectCounts(fx.target)).done === 1, {
+          message: 'the effect done by the survivor',
+        });
         const [row] = await listEffects(fx.target);
         assert.equal(row?.attempts, 2);
         assert.equal(mail.calls.length, 2);
@@ -317,7 +379,10 @@ export function describeEffects(label: string, make: MakeFixture, skip: string |
         await rebuild.start();
         await until(() => rebuild.consumer.status().position === 3, { message: 'v3 to wait at its gate' });
         // (v3's open transaction holds SQLite's write lock at the gate: touch only the store meanwhile.)
-        await assert.rejects(rebuild.promote(), (err: Error & { code?: string }) => err.name === 'NotCaughtUpError' && err.code === 'unavailable');
+        await assert.rejects(
+          rebuild.promote(),
+          (err: Error & { code?: string }) => err.name === 'NotCaughtUpError' && err.code === 'unavailable',
+        );
         gate!();
         await rebuild.whenCaughtUp({ timeoutMs: 20_000 });
         await dispatcher.start();
@@ -328,19 +393,27 @@ export function describeEffects(label: string, make: MakeFixture, skip: string |
         assert.equal(p.head, 10);
         assert.equal(p.etaSeconds, 0);
         assert.ok(samples.length > 0, 'progress was reported');
-        assert.ok(samples.every((s) => s.name === 'billing_v3' && s.rebuildOf === 'billing_v2' && s.head === 10));
+        assert.ok(
+          samples.every((s) => s.name === 'billing_v3' && s.rebuildOf === 'billing_v2' && s.head === 10),
+        );
         assert.equal(await fx.rowCount('invoices_v3'), 10);
         assert.equal(await fx.rowCount('invoices_v2'), 10, 'the old version kept its tables');
         const active = await rebuild.promote();
         assert.equal(active.consumer, 'billing_v3');
         assert.equal((await activeVersion(fx.target, 'billing'))?.consumer, 'billing_v3');
         const counts = await effectCounts(fx.target);
-        assert.deepEqual(counts, { pending: 0, done: 10, failed: 0, suppressed: 10 }, 'receipts shared with v2, archives of history suppressed');
+        assert.deepEqual(
+          counts,
+          { pending: 0, done: 10, failed: 0, suppressed: 10 },
+          'receipts shared with v2, archives of history suppressed',
+        );
         // Both versions serve new events: one receipt and one archive, each sent once.
         await appendInvoices(fx.store, 11, 1);
         await v2.whenCaughtUp({ timeoutMs: 10_000 });
         await rebuild.whenCaughtUp({ timeoutMs: 10_000 });
-        await until(async () => (await effectCounts(fx.target)).done === 12, { message: 'the live effects done' });
+        await until(async () => (await effectCounts(fx.target)).done === 12, {
+          message: 'the live effects done',
+        });
         assert.equal(mail.calls.length, 12);
         assert.equal(mail.sent.size, 12);
       } finally {
@@ -370,11 +443,27 @@ export function describeEffects(label: string, make: MakeFixture, skip: string |
         await consumer.start();
         await consumer.whenCaughtUp({ timeoutMs: 10_000 });
         const rows = await listEffects(fx.target);
-        assert.deepEqual(rows.map((r) => `${r.kind}:${r.status}`).sort(), ['email:suppressed', 'email:suppressed', 'webhook:pending', 'webhook:pending']);
-        assert.equal(await retryEffects(fx.target, rows.find((r) => r.kind === 'email')!.idempotencyKey), 1, 'a suppressed effect can be sent by hand');
+        assert.deepEqual(rows.map((r) => `${r.kind}:${r.status}`).sort(), [
+          'email:suppressed',
+          'email:suppressed',
+          'webhook:pending',
+          'webhook:pending',
+        ]);
+        assert.equal(
+          await retryEffects(fx.target, rows.find((r) => r.kind === 'email')!.idempotencyKey),
+          1,
+          'a suppressed effect can be sent by hand',
+        );
         assert.equal((await effectCounts(fx.target)).pending, 3);
         assert.throws(
-          () => createConsumer({ name: 'x_v1', source: fx.store, target: fx.target, handle: () => undefined, effects: { replay: { a: 'maybe' as 'dispatch' } } }),
+          () =>
+            createConsumer({
+              name: 'x_v1',
+              source: fx.store,
+              target: fx.target,
+              handle: () => undefined,
+              effects: { replay: { a: 'maybe' as 'dispatch' } },
+            }),
           { code: 'invalid_input', message: /effects\.replay\.a/ },
         );
       } finally {
@@ -386,7 +475,9 @@ export function describeEffects(label: string, make: MakeFixture, skip: string |
     it('promote refuses a version that does not exist', async () => {
       const fx = await make();
       try {
-        await assert.rejects(promoteConsumer({ source: fx.store, target: fx.target, name: 'nobody_v2' }), { code: 'not_found' });
+        await assert.rejects(promoteConsumer({ source: fx.store, target: fx.target, name: 'nobody_v2' }), {
+          code: 'not_found',
+        });
       } finally {
         await fx.cleanup();
       }

@@ -18,10 +18,14 @@ const config = JSON.parse(process.argv[2] ?? '{}') as {
 const target: ConsumerTarget<unknown> =
   config.target.kind === 'sqlite'
     ? sqliteTarget(config.target.path)
-    : postgresTarget(new pg.Pool({ connectionString: config.target.connectionString, max: 2 }), { schema: config.target.schema });
+    : postgresTarget(new pg.Pool({ connectionString: config.target.connectionString, max: 2 }), {
+        schema: config.target.schema,
+      });
 const dispatcher = createEffectDispatcher({
   target,
-  handlers: { 'send-receipt': mailHandler(config.mailUrl, config.hang ? '/send?hang=1' : '/send', config.label) },
+  handlers: {
+    'send-receipt': mailHandler(config.mailUrl, config.hang ? '/send?hang=1' : '/send', config.label),
+  },
   leaseMs: config.leaseMs,
   pollIntervalMs: 5,
   batchSize: 25,

@@ -19,7 +19,8 @@ export interface EffectsFixture {
   /** Another target object on the same database (another process's connection). */
   another(): ConsumerTarget<AnyTx>;
   /** How a child process opens the same target. */
-  childTarget: { kind: 'sqlite'; path: string } | { kind: 'postgres'; connectionString: string; schema: string };
+  childTarget:
+    { kind: 'sqlite'; path: string } | { kind: 'postgres'; connectionString: string; schema: string };
   /** In a handler: records the event in table `name` (created on first use), inside the transaction. */
   project(tx: AnyTx, table: string, stream: string, eventId: string): Promise<void>;
   rowCount(table: string): Promise<number>;
@@ -46,11 +47,14 @@ export async function makeSqliteFixture(): Promise<EffectsFixture> {
     childTarget: { kind: 'sqlite', path },
     project: (tx, table, stream, eventId) => {
       const db = tx as Database.Database;
-      db.prepare(`CREATE TABLE IF NOT EXISTS ${table} (event_id TEXT PRIMARY KEY, stream TEXT NOT NULL)`).run();
+      db.prepare(
+        `CREATE TABLE IF NOT EXISTS ${table} (event_id TEXT PRIMARY KEY, stream TEXT NOT NULL)`,
+      ).run();
       db.prepare(`INSERT INTO ${table} (event_id, stream) VALUES (?, ?)`).run(eventId, stream);
       return Promise.resolve();
     },
-    rowCount: (table) => Promise.resolve((target.db.prepare(`SELECT count(*) AS n FROM ${table}`).get() as { n: number }).n),
+    rowCount: (table) =>
+      Promise.resolve((target.db.prepare(`SELECT count(*) AS n FROM ${table}`).get() as { n: number }).n),
     cleanup: async () => {
       for (const t of others) await t.close();
       await target.close();
@@ -65,7 +69,10 @@ export function postgresFixtures(): { make: MakeFixture; close(): Promise<void> 
   let shared: Promise<{ db: TempDatabase; pool: pg.Pool }> | null = null;
   const pools: pg.Pool[] = [];
   const make: MakeFixture = async () => {
-    shared ??= createTempDatabase('idem_effects').then((db) => ({ db, pool: new pg.Pool({ connectionString: db.connectionString, max: 8 }) }));
+    shared ??= createTempDatabase('idem_effects').then((db) => ({
+      db,
+      pool: new pg.Pool({ connectionString: db.connectionString, max: 8 }),
+    }));
     const { db, pool } = await shared;
     const dir = tempDir();
     const store = await openSqliteStore({ path: dir.file('store.db') });
@@ -83,10 +90,13 @@ export function postgresFixtures(): { make: MakeFixture; close(): Promise<void> 
       childTarget: { kind: 'postgres', connectionString: db.connectionString, schema },
       project: async (tx, table, stream, eventId) => {
         const c = tx as pg.PoolClient;
-        await c.query(`CREATE TABLE IF NOT EXISTS ${schema}.${table} (event_id text PRIMARY KEY, stream text NOT NULL)`);
+        await c.query(
+          `CREATE TABLE IF NOT EXISTS ${schema}.${table} (event_id text PRIMARY KEY, stream text NOT NULL)`,
+        );
         await c.query(`INSERT INTO ${schema}.${table} (event_id, stream) VALUES ($1, $2)`, [eventId, stream]);
       },
-      rowCount: async (table) => (await pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${schema}.${table}`)).rows[0]!.n,
+      rowCount: async (table) =>
+        (await pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${schema}.${table}`)).rows[0]!.n,
       cleanup: async () => {
         await target.close();
         await store.close();

@@ -53,7 +53,9 @@ export async function startMailServer(): Promise<MailServer> {
     }
     const duplicate = sent.has(key);
     if (!duplicate) sent.set(key, body);
-    res.writeHead(duplicate ? 200 : 201, { 'content-type': 'application/json' }).end(JSON.stringify({ id: `msg-${key}`, duplicate }));
+    res
+      .writeHead(duplicate ? 200 : 201, { 'content-type': 'application/json' })
+      .end(JSON.stringify({ id: `msg-${key}`, duplicate }));
   };
   const server = createServer((req, res) => {
     handle(req, res).catch(() => res.writeHead(500).end());
@@ -80,10 +82,14 @@ export function mailHandler(url: string, path = '/send', from = '') {
   return async (payload: unknown, info: { idempotencyKey: string }): Promise<unknown> => {
     const res = await fetch(`${url}${path}`, {
       method: 'POST',
-      headers: { 'content-type': 'application/json', 'idempotency-key': info.idempotencyKey, 'x-dispatcher': from },
+      headers: {
+        'content-type': 'application/json',
+        'idempotency-key': info.idempotencyKey,
+        'x-dispatcher': from,
+      },
       body: JSON.stringify(payload),
     });
     if (res.status >= 400) throw new Error(`mail server answered ${res.status}`);
-    return (await res.json());
+    return await res.json();
   };
 }
