@@ -112,6 +112,16 @@ export interface MigrationTarget {
   schema: string;
 }
 
+/** Where a set of migrations records its versions, and the advisory-lock class that serialises it. */
+export interface MigrationLedger {
+  /** Table in the schema holding the applied versions. */
+  table: string;
+  lockClass: number;
+}
+
+/** The event store's ledger. */
+export const STORE_LEDGER: MigrationLedger = { table: 'schema_migrations', lockClass: MIGRATION_LOCK_CLASS };
+
 /**
  * Brings the schema up to the newest of `migrations` and returns its version. Safe when several
  * processes start at once: each takes a transaction-scoped advisory lock on the schema before
@@ -121,34 +131,28 @@ export interface MigrationTarget {
 export async function runPgMigrations(
   target: MigrationTarget,
   migrations: readonly PgMigration[],
+  ledger: MigrationLedger = STORE_LEDGER,
 ): Promise<number> {
   const s = quoteSchema(target.schema);
+  const table = `${s}.${ledger.table}`;
   const sorted = [...migrations].sort((a, b) => a.version - b.version);
   const latest = sorted[sorted.length - 1]?.version ?? 0;
-  if ((await currentVersion(target)) >= latest) return latest;
+  if ((await currentVersion(target, ledger)) >= latest) return latest;
   const { client, release } = await checkout(target.pool);
   try {
     await client.query('BEGIN');
-    await client.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [
-      MIGRATION_LOCK_CLASS,
-      target.schema,
-    ]);
+    await client.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [ledger.lockClass, target.schema]);
     await client.query(`CREATE SCHEMA IF NOT EXISTS ${s}`);
     await client.query(
-      `CREATE TABLE IF NOT EXISTS ${s}.schema_migrations (
+      `CREATE TABLE IF NOT EXISTS ${table} (
          version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`,
     );
-    const r = await client.query<{ v: number }>(
-      `SELECT coalesce(max(version), 0)::int AS v FROM ${s}.schema_migrations`,
-    );
+    const r = await client.query<{ v: number }>(`SELECT coalesce(max(version), 0)::int AS v FROM ${table}`);
     let current = r.rows[0]?.v ?? 0;
     for (const m of sorted) {
       if (m.version <= current) continue;
       await client.query(m.sql(s, target.schema));
-      await client.query(`INSERT INTO ${s}.schema_migrations (version, name) VALUES ($1, $2)`, [
-        m.version,
-        m.name,
-      ]);
+      await client.query(`INSERT INTO ${table} (version, name) VALUES ($1, $2)`, [m.version, m.name]);
       current = m.version;
     }
     await client.query('COMMIT');
@@ -162,14 +166,18 @@ export async function runPgMigrations(
 }
 
 /** The highest migration version recorded in the schema, 0 when it has none. */
-export async function currentVersion(target: MigrationTarget): Promise<number> {
+export async function currentVersion(
+  target: MigrationTarget,
+  ledger: MigrationLedger = STORE_LEDGER,
+): Promise<number> {
+  const table = `${quoteSchema(target.schema)}.${ledger.table}`;
   const r = await target.pool.query<{ v: number | null }>(
     `SELECT CASE WHEN to_regclass($1) IS NULL THEN 0 END AS v`,
-    [`${quoteSchema(target.schema)}.schema_migrations`],
+    [table],
   );
   if (r.rows[0]?.v === 0) return 0;
   const v = await target.pool.query<{ v: number }>(
-    `SELECT coalesce(max(version), 0)::int AS v FROM ${quoteSchema(target.schema)}.schema_migrations`,
+    `SELECT coalesce(max(version), 0)::int AS v FROM ${table}`,
   );
   return v.rows[0]?.v ?? 0;
 }

@@ -1,6 +1,5 @@
-import { checkout } from './checkout.js';
+import { runPgMigrations } from './migrations.js';
 import type { Pool } from 'pg';
-import { quoteSchema } from './schemaName.js';
 import { OUTBOX_MIGRATION } from './targetOutbox.js';
 
 /** One numbered step of the PostgreSQL target's schema. Never edit a released one; append new ones. */
@@ -54,50 +53,13 @@ export const TARGET_MIGRATIONS: TargetMigration[] = [
 ];
 
 /**
- * Brings the target's tables in `schema` up to date. Safe when several processes start at once: each
- * takes a transaction-scoped advisory lock on the schema first, so the second waits, then finds the
- * versions recorded and applies nothing. Versions live in `target_migrations`, apart from the store's.
+ * Brings the target's tables in `schema` up to date. Safe when several processes start at once (see
+ * `runPgMigrations`). Versions live in `target_migrations`, apart from the store's, under their own
+ * advisory-lock class, so a store and a target may share one schema.
  */
-export async function migrateTarget(pool: Pool, schema: string): Promise<number> {
-  const s = quoteSchema(schema);
-  const latest = Math.max(0, ...TARGET_MIGRATIONS.map((m) => m.version));
-  const exists = await pool.query<{ t: string | null }>('SELECT to_regclass($1)::text AS t', [
-    `${s}.target_migrations`,
-  ]);
-  if (exists.rows[0]?.t) {
-    const v = await pool.query<{ v: number }>(
-      `SELECT coalesce(max(version), 0)::int AS v FROM ${s}.target_migrations`,
-    );
-    if ((v.rows[0]?.v ?? 0) >= latest) return latest;
-  }
-  const { client, release } = await checkout(pool);
-  try {
-    await client.query('BEGIN');
-    await client.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [TARGET_LOCK_CLASS, schema]);
-    await client.query(`CREATE SCHEMA IF NOT EXISTS ${s}`);
-    await client.query(
-      `CREATE TABLE IF NOT EXISTS ${s}.target_migrations (
-         version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`,
-    );
-    const r = await client.query<{ v: number }>(
-      `SELECT coalesce(max(version), 0)::int AS v FROM ${s}.target_migrations`,
-    );
-    let current = r.rows[0]?.v ?? 0;
-    for (const m of [...TARGET_MIGRATIONS].sort((a, b) => a.version - b.version)) {
-      if (m.version <= current) continue;
-      await client.query(m.sql(s));
-      await client.query(`INSERT INTO ${s}.target_migrations (version, name) VALUES ($1, $2)`, [
-        m.version,
-        m.name,
-      ]);
-      current = m.version;
-    }
-    await client.query('COMMIT');
-    release();
-    return current;
-  } catch (err) {
-    await client.query('ROLLBACK').catch(() => undefined);
-    release(err instanceof Error ? err : true);
-    throw err;
-  }
+export function migrateTarget(pool: Pool, schema: string): Promise<number> {
+  return runPgMigrations({ pool, schema }, TARGET_MIGRATIONS, {
+    table: 'target_migrations',
+    lockClass: TARGET_LOCK_CLASS,
+  });
 }
