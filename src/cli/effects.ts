@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { effectCounts, listEffects, retryEffects } from '../effects/admin.js';
-import { EFFECT_STATUSES, type EffectStatus } from '../effects/types.js';
+import { EFFECT_STATUSES, type EffectStatus } from '../core/effectTypes.js';
 import { InvalidInputError, NotFoundError } from '../core/errors.js';
 import type { CliContext } from './context.js';
 import { Output, table } from './output.js';

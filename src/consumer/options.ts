@@ -8,7 +8,7 @@ import type { StartFrom } from '../core/subscription.js';
 import { validateConsumerName } from '../core/validation.js';
 import { normalizeGuards, type Guard, type GuardSet } from './guards.js';
 import { resolveConsumerEffects, type ConsumerEffects, type ConsumerEffectsOptions } from '../effects/consumerEffects.js';
-import type { EffectCallOptions, EffectWrite } from '../effects/types.js';
+import type { EffectCallOptions, EffectWrite } from '../core/effectTypes.js';
 
 /** What a handler gets besides the event. */
 export interface HandlerContext<Tx> {

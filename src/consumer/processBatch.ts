@@ -6,7 +6,7 @@ import type { ParkInfo } from '../core/subscription.js';
 import { backoffDelay, sleep } from './backoff.js';
 import type { HandlerContext, ResolvedOptions } from './options.js';
 import { VersionGapError } from './versionGapError.js';
-import { parseVersionedName } from '../effects/names.js';
+import { parseVersionedName } from '../core/versionedName.js';
 
 /** What the runtime needs from the subscription while a batch's transaction is open. */
 export interface BatchDeps<Tx> {

@@ -4,6 +4,8 @@
  * the consumer runtime codes against this port only. No I/O here.
  */
 
+import type { OutboxDialect } from './effectOutbox.js';
+
 /** One dedup marker: a guard key of a handled event, with the event's position (for diagnosis). */
 export interface LedgerEntry {
   key: string;
@@ -70,4 +72,6 @@ export interface ConsumerTarget<Tx> {
   counterValue(counter: string): Promise<number>;
   /** Closes what the target opened itself (not a database or pool that was handed to it). Safe to call twice. */
   close(): Promise<void>;
+  /** The effect outbox, version and active-version tables of this target, used inside its transactions (`ctx.effect`, dispatchers). Optional: a target without one refuses `ctx.effect`. */
+  readonly outbox?: OutboxDialect<Tx>;
 }

@@ -1,8 +1,13 @@
 import type { ConsumerTarget } from '../core/consumerTarget.js';
 import { InvalidInputError } from '../core/errors.js';
-import { splitIdempotencyKey } from './names.js';
+import { splitIdempotencyKey } from '../core/versionedName.js';
 import { withOutbox } from './outbox.js';
-import { EFFECT_STATUSES, type EffectCounts, type EffectRecord, type EffectStatus } from './types.js';
+import {
+  EFFECT_STATUSES,
+  type EffectCounts,
+  type EffectRecord,
+  type EffectStatus,
+} from '../core/effectTypes.js';
 
 export interface ListEffectsOptions {
   status?: EffectStatus;

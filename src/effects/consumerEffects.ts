@@ -8,10 +8,10 @@ import {
   type EffectDispatcherOptions,
   type EffectHandlers,
 } from './dispatcher.js';
-import { defaultEffectScope, idempotencyKey, parseVersionedName } from './names.js';
+import { defaultEffectScope, idempotencyKey, parseVersionedName } from '../core/versionedName.js';
 import { outboxFor } from './outbox.js';
-import type { OutboxDialect } from './outboxPort.js';
-import type { ConsumerVersionRecord, EffectCallOptions, EffectWrite } from './types.js';
+import type { OutboxDialect } from '../core/effectOutbox.js';
+import type { ConsumerVersionRecord, EffectCallOptions, EffectWrite } from '../core/effectTypes.js';
 
 /** The `effects` option of `createConsumer`. */
 export interface ConsumerEffectsOptions<Tx = unknown> {

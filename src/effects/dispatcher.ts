@@ -5,9 +5,9 @@ import type { ConsumerTarget } from '../core/consumerTarget.js';
 import { InvalidInputError } from '../core/errors.js';
 import { backoffDelay, sleep } from '../consumer/backoff.js';
 import { outboxFor } from './outbox.js';
-import type { OutboxDialect } from './outboxPort.js';
-import { idempotencyKey } from './names.js';
-import { EFFECT_STATUSES, type ClaimedEffect, type EffectCounts } from './types.js';
+import type { OutboxDialect } from '../core/effectOutbox.js';
+import { idempotencyKey } from '../core/versionedName.js';
+import { EFFECT_STATUSES, type ClaimedEffect, type EffectCounts } from '../core/effectTypes.js';
 
 /** What an effect handler learns besides the payload. */
 export interface EffectCallInfo {

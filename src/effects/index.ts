@@ -21,7 +21,7 @@ export {
   resetLedger,
 } from './versions.js';
 export { listEffects, retryEffects, effectCounts } from './admin.js';
-export { defaultEffectScope, idempotencyKey, parseVersionedName } from './names.js';
+export { defaultEffectScope, idempotencyKey, parseVersionedName } from '../core/versionedName.js';
 export type {
   ActiveVersionRecord,
   ConsumerVersionRecord,
@@ -30,5 +30,5 @@ export type {
   EffectRecord,
   EffectStatus,
   EffectWrite,
-} from './types.js';
-export type { LedgerReset } from './outboxPort.js';
+} from '../core/effectTypes.js';
+export type { LedgerReset } from '../core/effectOutbox.js';

@@ -2,10 +2,10 @@ import { createConsumer, type Consumer } from '../consumer/consumer.js';
 import type { ConsumerOptions } from '../consumer/options.js';
 import { InvalidInputError } from '../core/errors.js';
 import { validateConsumerName } from '../core/validation.js';
-import { defaultEffectScope, parseVersionedName } from './names.js';
+import { defaultEffectScope, parseVersionedName } from '../core/versionedName.js';
 import { withOutbox } from './outbox.js';
 import { promoteConsumer } from './versions.js';
-import type { ActiveVersionRecord } from './types.js';
+import type { ActiveVersionRecord } from '../core/effectTypes.js';
 
 export interface RebuildOptions<Tx> extends Omit<ConsumerOptions<Tx>, 'name' | 'from'> {
   /** The version being replaced, which keeps serving meanwhile, e.g. `billing_v2`. */

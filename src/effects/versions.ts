@@ -2,10 +2,10 @@ import type { ConsumerTarget } from '../core/consumerTarget.js';
 import { IdemError } from '../core/errors.js';
 import type { EventStore } from '../core/eventStore.js';
 import { validateConsumerName } from '../core/validation.js';
-import { parseVersionedName } from './names.js';
+import { parseVersionedName } from '../core/versionedName.js';
 import { withOutbox } from './outbox.js';
-import type { LedgerReset } from './outboxPort.js';
-import type { ActiveVersionRecord, ConsumerVersionRecord } from './types.js';
+import type { LedgerReset } from '../core/effectOutbox.js';
+import type { ActiveVersionRecord, ConsumerVersionRecord } from '../core/effectTypes.js';
 
 /** Thrown by `promoteConsumer` while the version has not caught up (code `unavailable`: try again later). */
 export class NotCaughtUpError extends IdemError {

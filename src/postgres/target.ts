@@ -9,6 +9,7 @@ import type {
 import { ClosedError, InvalidInputError } from '../core/errors.js';
 import { DEFAULT_SCHEMA, quoteSchema, validateSchemaName } from './schemaName.js';
 import { migrateTarget } from './targetMigrations.js';
+import { PostgresOutbox } from './targetOutbox.js';
 
 export interface PostgresTargetOptions {
   /** The schema of the target's tables (ledger, checkpoints, entity versions, counters). @default 'idem' */
@@ -149,6 +150,8 @@ class PostgresTargetTransaction implements TargetTransaction<PoolClient> {
 export class PostgresTarget implements ConsumerTarget<PoolClient> {
   readonly kind = 'postgres';
   readonly schema: string;
+  /** The effect outbox (see docs/effects-and-replay.md). */
+  readonly outbox: PostgresOutbox;
   private readonly sql: TargetSql;
   private migrated: Promise<void> | null = null;
   private closed = false;
@@ -162,6 +165,7 @@ export class PostgresTarget implements ConsumerTarget<PoolClient> {
     }
     this.schema = validateSchemaName(options.schema ?? DEFAULT_SCHEMA, 'schema');
     this.sql = new TargetSql(this.schema);
+    this.outbox = new PostgresOutbox(this.schema);
   }
 
   migrate(): Promise<void> {

@@ -5,8 +5,8 @@ import {
   type LedgerReset,
   type ListRequest,
   type OutboxDialect,
-} from '../effects/outboxPort.js';
-import { idempotencyKey } from '../effects/names.js';
+} from '../core/effectOutbox.js';
+import { idempotencyKey } from '../core/versionedName.js';
 import type {
   ActiveVersionRecord,
   ClaimedEffect,
@@ -15,7 +15,7 @@ import type {
   EffectRecord,
   EffectStatus,
   NewEffect,
-} from '../effects/types.js';
+} from '../core/effectTypes.js';
 import { quoteSchema } from './schemaName.js';
 import type { TargetMigration } from './targetMigrations.js';
 

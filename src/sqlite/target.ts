@@ -5,6 +5,7 @@ import type { BatchRecord, ConsumerTarget, TargetCheckpoint, TargetTransaction }
 import { ClosedError, InvalidInputError } from '../core/errors.js';
 import { runMigrations } from './migrations.js';
 import { TARGET_MIGRATIONS, TARGET_SCHEMA_TABLE } from './targetMigrations.js';
+import { SqliteOutbox } from './targetOutbox.js';
 
 export interface SqliteTargetOptions {
   /** When the target opens the file itself: `'full'` survives an OS crash, `'normal'` only a process kill. @default 'full' */
@@ -158,6 +159,8 @@ class SqliteTargetTransaction implements TargetTransaction<Database.Database> {
 export class SqliteTarget implements ConsumerTarget<Database.Database> {
   readonly kind = 'sqlite';
   readonly db: Database.Database;
+  /** The effect outbox (see docs/effects-and-replay.md). */
+  readonly outbox = new SqliteOutbox();
   private readonly owned: boolean;
   private statements: TargetStatements | null = null;
   private migrated = false;

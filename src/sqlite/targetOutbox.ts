@@ -6,8 +6,8 @@ import {
   type LedgerReset,
   type ListRequest,
   type OutboxDialect,
-} from '../effects/outboxPort.js';
-import { idempotencyKey } from '../effects/names.js';
+} from '../core/effectOutbox.js';
+import { idempotencyKey } from '../core/versionedName.js';
 import type {
   ActiveVersionRecord,
   ClaimedEffect,
@@ -16,7 +16,7 @@ import type {
   EffectRecord,
   EffectStatus,
   NewEffect,
-} from '../effects/types.js';
+} from '../core/effectTypes.js';
 import type { Migration } from './migrations.js';
 
 /** Target migration 2: the effect outbox, consumer versions and active versions. */

@@ -7,7 +7,7 @@ import { openSqliteStore } from '../../src/sqlite/index.js';
 import { sqliteTarget } from '../../src/sqlite/target.js';
 import { idemInProcess } from '../cli/inProcess.js';
 import { tempDir } from '../support/tempDir.js';
-import type { EffectRecord } from '../../src/effects/types.js';
+import type { EffectRecord } from '../../src/core/effectTypes.js';
 
 const PROJECTION = fileURLToPath(new URL('./fixtures/projection.ts', import.meta.url));
 

@@ -10,7 +10,7 @@ import { createEffectDispatcher } from '../../src/effects/dispatcher.js';
 import { effectCounts, listEffects, retryEffects } from '../../src/effects/admin.js';
 import { rebuildConsumer, type RebuildProgress } from '../../src/effects/rebuild.js';
 import { activeVersion, promoteConsumer, resetLedger } from '../../src/effects/versions.js';
-import type { EffectWrite } from '../../src/effects/types.js';
+import type { EffectWrite } from '../../src/core/effectTypes.js';
 import { until } from '../support/until.js';
 import type { AnyTx, MakeFixture } from './support/fixture.js';
 import { mailHandler, startMailServer } from './support/mailServer.js';

@@ -4,7 +4,7 @@ import { describe, it } from 'node:test';
 import { createConsumer } from '../../src/consumer/index.js';
 import { createEffectDispatcher } from '../../src/effects/dispatcher.js';
 import { listEffects, retryEffects } from '../../src/effects/admin.js';
-import { parseVersionedName } from '../../src/effects/names.js';
+import { parseVersionedName } from '../../src/core/versionedName.js';
 import { rebuildConsumer } from '../../src/effects/rebuild.js';
 import { makeSqliteFixture } from './support/fixture.js';
 

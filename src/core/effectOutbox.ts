@@ -6,7 +6,7 @@ import type {
   EffectRecord,
   EffectStatus,
   NewEffect,
-} from './types.js';
+} from './effectTypes.js';
 
 export interface ClaimRequest {
   owner: string;

@@ -1,4 +1,4 @@
-import { InvalidInputError } from '../core/errors.js';
+import { InvalidInputError } from './errors.js';
 
 /** A consumer name split into its base and version: `billing_v3` -> `{ base: 'billing', version: 3 }`. */
 export interface VersionedName {
