@@ -13,6 +13,7 @@ import { registerDlq } from './dlq.js';
 import { registerServe } from './serve.js';
 import { registerVerify } from './verify.js';
 import { registerBench } from './bench.js';
+import { registerDemo } from './demo.js';
 import { registerEffects } from './effects.js';
 import { registerRebuild } from './rebuild.js';
 
@@ -66,6 +67,7 @@ export function buildProgram(ctx: CliContext): Command {
   registerServe(program, ctx);
   registerVerify(program, ctx);
   registerBench(program, ctx);
+  registerDemo(program, ctx);
   return program;
 }
 
