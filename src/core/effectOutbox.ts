@@ -43,6 +43,8 @@ export interface OutboxDialect<Tx> {
   listVersions(tx: Tx): Promise<ConsumerVersionRecord[]>;
   /** Leases up to `limit` due pending rows nobody holds (or whose lease expired) and counts an attempt on each. */
   claim(tx: Tx, req: ClaimRequest): Promise<ClaimedEffect[]>;
+  /** Extends the lease of a row this owner still holds; false when it no longer does. */
+  extendLease(tx: Tx, id: number, owner: string, leaseMs: number): Promise<boolean>;
   /** Marks a claimed row done with the handler's result (JSON); false when the lease was lost meanwhile. */
   complete(tx: Tx, id: number, owner: string, result: string): Promise<boolean>;
   /** Gives a claimed row back after a failure: pending again after `retryInMs`, or `failed` when null. */

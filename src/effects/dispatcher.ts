@@ -42,8 +42,9 @@ export interface EffectDispatcherOptions<Tx> {
   handlers: EffectHandlers;
   retry?: EffectRetryOptions;
   /**
-   * How long a claim is held, in ms. A row whose lease expires (its dispatcher died or hangs) is claimed
-   * again and called again with the same idempotency key: make it longer than your slowest call. @default 30000
+   * How long a claim is held, in ms. While a call runs, the dispatcher renews the lease every third of
+   * it; a row whose lease expires (its dispatcher died, or could not renew) is claimed again and
+   * called again with the same idempotency key. @default 30000
    */
   leaseMs?: number;
   /** Pause between polls when nothing is due, in ms. @default 250 */
@@ -247,10 +248,20 @@ class Dispatcher<Tx> implements EffectDispatcher {
     };
     this.m.calls++;
     let result: unknown;
+    // Renews the lease while the call runs, so a slow call is not taken over by another dispatcher.
+    const heartbeat = setInterval(
+      () => {
+        this.target
+          .transaction((t) => this.outbox.extendLease(t.tx, c.id, this.owner, this.leaseMs))
+          .catch(() => undefined);
+      },
+      Math.max(1, Math.floor(this.leaseMs / 3)),
+    );
     try {
       if (!handler) throw new Error(`no handler for effect kind "${c.kind}"`);
       result = await handler(c.payload, info);
     } catch (err) {
+      clearInterval(heartbeat);
       const error = asError(err);
       const final = c.attempts >= this.attempts;
       const delay = final
@@ -274,6 +285,7 @@ class Dispatcher<Tx> implements EffectDispatcher {
       });
       return;
     }
+    clearInterval(heartbeat);
     const kept = await this.target.transaction((t) =>
       this.outbox.complete(t.tx, c.id, this.owner, resultJson(result)),
     );

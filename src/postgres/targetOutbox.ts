@@ -215,6 +215,15 @@ export class PostgresOutbox implements OutboxDialect<PoolClient> {
     return r.rows.sort((a, b) => a.id - b.id);
   }
 
+  async extendLease(tx: PoolClient, id: number, owner: string, leaseMs: number): Promise<boolean> {
+    const r = await tx.query(
+      `UPDATE ${this.s}.target_effects SET lease_until = now() + $3 * interval '1 millisecond'
+       WHERE id = $1 AND lease_owner = $2 AND status = 'pending'`,
+      [id, owner, leaseMs],
+    );
+    return r.rowCount === 1;
+  }
+
   async complete(tx: PoolClient, id: number, owner: string, result: string): Promise<boolean> {
     const r = await tx.query(
       `UPDATE ${this.s}.target_effects SET status = 'done', result = $3::jsonb, lease_owner = NULL, lease_until = NULL,

@@ -248,6 +248,14 @@ export class SqliteOutbox implements OutboxDialect<Database.Database> {
     return Promise.resolve(rows.map((r) => ({ ...r, payload: parseJson(r.payload) })));
   }
 
+  extendLease(db: Database.Database, id: number, owner: string, leaseMs: number): Promise<boolean> {
+    const r = stmt(
+      db,
+      `UPDATE idem_effects SET lease_until = ? WHERE id = ? AND lease_owner = ? AND status = 'pending'`,
+    ).run(Date.now() + leaseMs, id, owner);
+    return Promise.resolve(r.changes === 1);
+  }
+
   complete(db: Database.Database, id: number, owner: string, result: string): Promise<boolean> {
     const r = stmt(
       db,

@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { describe, it } from 'node:test';
+import { Registry } from 'prom-client';
 import { createConsumer, type HandlerContext } from '../../src/consumer/index.js';
 import type { RecordedEvent } from '../../src/core/event.js';
 import type { EventStore } from '../../src/core/eventStore.js';
@@ -234,11 +235,13 @@ export function describeEffects(label: string, make: MakeFixture, skip: string |
         },
       });
       const failures: { attempt: number; final: boolean }[] = [];
+      const registry = new Registry();
       const d = createEffectDispatcher({
         target: fx.target,
         handlers: { 'send-receipt': mailHandler(mail.url) },
         retry: { attempts: 3, backoff: 'fixed', initialDelayMs: 20 },
         pollIntervalMs: 5,
+        metrics: { registry },
         onFailure: (_err, info) => failures.push({ attempt: info.attempt, final: info.final }),
       });
       try {
@@ -275,10 +278,80 @@ export function describeEffects(label: string, make: MakeFixture, skip: string |
           mail.calls.every((c) => c.key === row.idempotencyKey),
           'every attempt used the same key',
         );
+        const text = await registry.metrics();
+        assert.match(text, /idem_effects\{status="done"\} 1/);
+        assert.match(text, /idem_effects\{status="failed"\} 0/);
+        assert.match(text, /idem_effect_calls_total\{outcome="retry"\} 2/);
+        assert.match(text, /idem_effect_calls_total\{outcome="failed"\} 1/);
       } finally {
         await d.stop();
         await consumer.stop();
         await mail.close();
+        await fx.cleanup();
+      }
+    });
+
+    it('a call longer than the lease keeps it renewed: no other dispatcher takes the effect over', async () => {
+      const fx = await make();
+      let release!: () => void;
+      const gate = new Promise<void>((resolve) => (release = resolve));
+      let calls = 0;
+      const consumer = createConsumer({
+        name: 'slow_v1',
+        source: fx.store,
+        target: fx.target,
+        effects: { liveFrom: 'start' },
+        handle: async (_e, ctx) => {
+          await ctx.effect('slow', {});
+        },
+      });
+      const handlers = {
+        slow: async () => {
+          calls++;
+          await gate;
+          return 'ok';
+        },
+      };
+      const a = createEffectDispatcher({
+        target: fx.target,
+        handlers,
+        owner: 'a',
+        leaseMs: 150,
+        pollIntervalMs: 10,
+      });
+      const b = createEffectDispatcher({ target: fx.target, handlers, owner: 'b', leaseMs: 150 });
+      try {
+        await appendInvoices(fx.store, 1, 1);
+        await consumer.start();
+        await consumer.whenCaughtUp({ timeoutMs: 10_000 });
+        await a.start();
+        const first = await until(
+          async () => (await listEffects(fx.target)).find((r) => r.leaseOwner === 'a'),
+          {
+            message: 'a to claim the effect',
+          },
+        );
+        const claimedUntil = Date.parse(first.leaseUntil!);
+        await until(
+          async () => {
+            const [row] = await listEffects(fx.target);
+            return row && Date.parse(row.leaseUntil ?? '0') > claimedUntil + 300;
+          },
+          { message: 'the lease renewed past two lease periods' },
+        );
+        assert.equal(await b.runOnce(), 0, 'b finds nothing to claim');
+        release();
+        await until(async () => (await effectCounts(fx.target)).done === 1, {
+          message: 'the slow effect done',
+        });
+        assert.equal(calls, 1);
+        const [row] = await listEffects(fx.target);
+        assert.equal(row?.attempts, 1);
+        assert.equal(row?.result, 'ok');
+      } finally {
+        release();
+        await a.stop();
+        await consumer.stop();
         await fx.cleanup();
       }
     });
