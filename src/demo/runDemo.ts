@@ -171,7 +171,7 @@ export async function runDemo(options: DemoOptions = {}): Promise<DemoReport> {
     const rewindRun = (await ask(second, 'stop', 'stopped')).metrics;
     runs.push(rewindRun);
     const rewind = { delivered: rewindRun?.delivered ?? 0, duplicates: rewindRun?.duplicates ?? 0 };
-    say(`rewind: consumers.reset(${CONSUMER_NAME}, 0): ${rewind.delivered} events delivered again, ${rewind.duplicates} skipped`);
+    say(`rewind: consumers.reset(${CONSUMER_NAME}, 0): ${rewind.delivered} events delivered again, ${rewind.duplicates} skipped as already handled`);
     second.send('exit');
     await second.exited;
 
