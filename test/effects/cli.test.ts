@@ -7,6 +7,10 @@ import { openSqliteStore } from '../../src/sqlite/index.js';
 import { sqliteTarget } from '../../src/sqlite/target.js';
 import { idemInProcess } from '../cli/inProcess.js';
 import { tempDir } from '../support/tempDir.js';
+import pg from 'pg';
+import { postgresTarget } from '../../src/postgres/target.js';
+import { createTempDatabase } from '../support/postgres.js';
+import { requireOrSkip } from '../support/services.js';
 import type { EffectRecord } from '../../src/core/effectTypes.js';
 
 const PROJECTION = fileURLToPath(new URL('./fixtures/projection.ts', import.meta.url));
@@ -150,6 +154,56 @@ describe('idem effects and consumer versions (CLI)', () => {
       await consumer.stop();
       await target.close();
       await store.close();
+      await dir.cleanup();
+    }
+  });
+});
+
+const pgSkip = await requireOrSkip('postgres');
+
+describe('idem effects on a PostgreSQL target (CLI)', { skip: pgSkip }, () => {
+  it('lists effects and clears a ledger through --target-postgres and --target-schema', async () => {
+    const dir = tempDir();
+    const tdb = await createTempDatabase('idem_effects_cli');
+    const pool = new pg.Pool({ connectionString: tdb.connectionString, max: 4 });
+    const store = await openSqliteStore({ path: dir.file('store.db') });
+    const target = postgresTarget(pool, { schema: 'billing_target' });
+    const consumer = createConsumer({
+      name: 'pgmailer_v1',
+      source: store,
+      target,
+      effects: { liveFrom: 'start' },
+      handle: async (e, ctx) => {
+        await ctx.effect('send-receipt', { id: e.id });
+      },
+    });
+    const t = ['--target-postgres', tdb.connectionString, '--target-schema', 'billing_target'];
+    try {
+      await store.append('invoice-1', [{ type: 'invoice.issued', data: {} }]);
+      await consumer.start();
+      await consumer.whenCaughtUp({ timeoutMs: 10_000 });
+      await consumer.stop();
+      let r = await idemInProcess(['effects', 'list', ...t, '--json']);
+      assert.equal(r.code, 0, r.stderr);
+      const rows = JSON.parse(r.stdout) as EffectRecord[];
+      assert.deepEqual(
+        rows.map((x) => [x.idempotencyKey.split('/')[0], x.kind, x.status]),
+        [['pgmailer', 'send-receipt', 'pending']],
+      );
+      r = await idemInProcess(['consumer', 'reset-ledger', 'pgmailer_v1', ...t, '--yes', '--json']);
+      assert.equal(r.code, 0, r.stderr);
+      assert.deepEqual(JSON.parse(r.stdout), {
+        consumer: 'pgmailer_v1',
+        ledgerRows: 1,
+        checkpoints: 1,
+        entityVersions: 0,
+      });
+      assert.equal(await target.ledgerSize('pgmailer_v1'), 0);
+    } finally {
+      await consumer.stop();
+      await store.close();
+      await pool.end();
+      await tdb.drop();
       await dir.cleanup();
     }
   });
