@@ -25,7 +25,9 @@ Examples:
 export function registerDemo(program: Command, ctx: CliContext): void {
   program
     .command('demo')
-    .description('run the billing consumer through a crash, a reconnect, duplicates and a version gap, and check its totals')
+    .description(
+      'run the billing consumer through a crash, a reconnect, duplicates and a version gap, and check its totals',
+    )
     .option('--events <n>', 'invoice events to append (about 10 per invoice)', '2000')
     .option('--keep', 'keep the temporary store and target, and print where they are')
     .option('--json', 'print the report as JSON (progress goes to stderr)')
@@ -39,7 +41,11 @@ export function registerDemo(program: Command, ctx: CliContext): void {
       const progress = json ? ctx.io.stderr : ctx.io.stdout;
       // Loaded here: the demo brings in the server and client, which the other verbs do not need.
       const { runDemo, formatReport } = await import('../demo/index.js');
-      const report = await runDemo({ events, keep: flags.keep === true, log: (line) => progress.write(`${line}\n`) });
+      const report = await runDemo({
+        events,
+        keep: flags.keep === true,
+        log: (line) => progress.write(`${line}\n`),
+      });
       ctx.io.stdout.write(json ? `${JSON.stringify(report, null, 2)}\n` : formatReport(report));
       if (!report.ok) ctx.exitCode = 1;
     });

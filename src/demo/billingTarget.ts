@@ -34,7 +34,9 @@ export function billingHandler(db: Database.Database): (event: RecordedEvent) =>
        events = events + 1,
        version = excluded.version`,
   );
-  const applied = db.prepare('INSERT INTO applied_events (event_id, stream, version, position) VALUES (?, ?, ?, ?)');
+  const applied = db.prepare(
+    'INSERT INTO applied_events (event_id, stream, version, position) VALUES (?, ?, ?, ?)',
+  );
   return (e) => {
     const d = e.data as { customer?: string; amount?: number };
     const line = e.type === 'invoice.line_added' ? (d.amount ?? 0) : 0;
@@ -57,7 +59,9 @@ export interface TargetSnapshot {
 export function readTarget(path: string): TargetSnapshot {
   const db = new Database(path, { readonly: true, fileMustExist: true });
   try {
-    const rows = db.prepare('SELECT invoice_id, customer, total, paid, events, version FROM invoice_totals').all() as {
+    const rows = db
+      .prepare('SELECT invoice_id, customer, total, paid, events, version FROM invoice_totals')
+      .all() as {
       invoice_id: string;
       customer: string | null;
       total: number;
@@ -65,12 +69,23 @@ export function readTarget(path: string): TargetSnapshot {
       events: number;
       version: number;
     }[];
-    const invoices = new Map(rows.map((r) => [r.invoice_id, { customer: r.customer, total: r.total, paid: r.paid, events: r.events, version: r.version }]));
-    const counts = db.prepare('SELECT event_id, count(*) AS n FROM applied_events GROUP BY event_id').all() as { event_id: string; n: number }[];
+    const invoices = new Map(
+      rows.map((r) => [
+        r.invoice_id,
+        { customer: r.customer, total: r.total, paid: r.paid, events: r.events, version: r.version },
+      ]),
+    );
+    const counts = db
+      .prepare('SELECT event_id, count(*) AS n FROM applied_events GROUP BY event_id')
+      .all() as { event_id: string; n: number }[];
     return {
       invoices,
       applications: new Map(counts.map((c) => [c.event_id, c.n])),
-      ledgerRows: (db.prepare('SELECT count(*) AS n FROM idem_processed WHERE consumer = ?').get(CONSUMER_NAME) as { n: number }).n,
+      ledgerRows: (
+        db.prepare('SELECT count(*) AS n FROM idem_processed WHERE consumer = ?').get(CONSUMER_NAME) as {
+          n: number;
+        }
+      ).n,
       checkpoint: readCheckpointFrom(db),
     };
   } finally {
@@ -96,6 +111,7 @@ export function readCheckpoint(path: string): number {
 }
 
 function readCheckpointFrom(db: Database.Database): number {
-  const row = db.prepare('SELECT position FROM idem_checkpoints WHERE consumer = ?').get(CONSUMER_NAME) as { position: number } | undefined;
+  const row = db.prepare('SELECT position FROM idem_checkpoints WHERE consumer = ?').get(CONSUMER_NAME) as
+    { position: number } | undefined;
   return row?.position ?? 0;
 }

@@ -58,7 +58,9 @@ export class ConsumerProcess {
   }
 
   static spawn(url: string, targetPath: string, killAt: number): ConsumerProcess {
-    const child = spawn(process.execPath, [...childCommand(), url, targetPath, String(killAt)], { stdio: ['pipe', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [...childCommand(), url, targetPath, String(killAt)], {
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
     return new ConsumerProcess(child);
   }
 
@@ -85,7 +87,12 @@ export class ConsumerProcess {
   }
 
   /** Resolves with the first message from index `from` on that `match` accepts; rejects if the child exits first or on timeout. */
-  waitFor(from: number, match: (m: ChildMessage) => boolean, what: string, timeoutMs = 30_000): Promise<ChildMessage> {
+  waitFor(
+    from: number,
+    match: (m: ChildMessage) => boolean,
+    what: string,
+    timeoutMs = 30_000,
+  ): Promise<ChildMessage> {
     return new Promise((resolve, reject) => {
       const check = (): boolean => {
         for (let i = from; i < this.messages.length; i++) {
@@ -98,14 +105,22 @@ export class ConsumerProcess {
         }
         if (this.exit) {
           done();
-          reject(new Error(`the consumer process exited (${this.exit.code ?? this.exit.signal}) while waiting for ${what}: ${this.stderr.trim()}`));
+          reject(
+            new Error(
+              `the consumer process exited (${this.exit.code ?? this.exit.signal}) while waiting for ${what}: ${this.stderr.trim()}`,
+            ),
+          );
           return true;
         }
         return false;
       };
       const timer = setTimeout(() => {
         done();
-        reject(new Error(`timed out after ${timeoutMs} ms waiting for ${what} from the consumer process: ${this.stderr.trim()}`));
+        reject(
+          new Error(
+            `timed out after ${timeoutMs} ms waiting for ${what} from the consumer process: ${this.stderr.trim()}`,
+          ),
+        );
       }, timeoutMs);
       const listener = (): void => void check();
       const done = (): void => {
@@ -131,10 +146,15 @@ function parse(line: string): ChildMessage | null {
   const rest = space < 0 ? '' : line.slice(space + 1);
   try {
     if (kind === 'ready') return { kind, metrics: null };
-    if (kind === 'm' || kind === 'synced' || kind === 'stopped') return { kind, metrics: JSON.parse(rest) as ConsumerMetricsSnapshot | null };
+    if (kind === 'm' || kind === 'synced' || kind === 'stopped')
+      return { kind, metrics: JSON.parse(rest) as ConsumerMetricsSnapshot | null };
     if (kind === 'killing') {
       const at = rest.indexOf(' ');
-      return { kind, position: Number(rest.slice(0, at)), metrics: JSON.parse(rest.slice(at + 1)) as ConsumerMetricsSnapshot | null };
+      return {
+        kind,
+        position: Number(rest.slice(0, at)),
+        metrics: JSON.parse(rest.slice(at + 1)) as ConsumerMetricsSnapshot | null,
+      };
     }
   } catch {
     // Not a report line.

@@ -102,7 +102,9 @@ async function command(line: string): Promise<void> {
 }
 
 function fail(what: string, err: unknown): never {
-  process.stderr.write(`demo consumer: ${what}: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+  process.stderr.write(
+    `demo consumer: ${what}: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`,
+  );
   process.exit(1);
 }
 

@@ -33,7 +33,12 @@ export interface DemoReport {
   kills: number;
   consumerProcesses: number;
   consumerRuns: number;
-  crash: { checkpoint: number; cursor: number; unacknowledged: number; redeliveredAfter: { delivered: number; duplicates: number } };
+  crash: {
+    checkpoint: number;
+    cursor: number;
+    unacknowledged: number;
+    redeliveredAfter: { delivered: number; duplicates: number };
+  };
   reconnect: { connectionsCut: number };
   gap: { stream: string; skippedVersions: [number, number]; deliveredVersion: number; cursorMovedTo: number };
   rewind: { delivered: number; duplicates: number };
@@ -78,11 +83,26 @@ export function verify(storeEvents: readonly RecordedEvent[], target: TargetSnap
   let invoicesEqual = 0;
   for (const [stream, want] of fold) {
     const have = target.invoices.get(stream);
-    if (have && have.total === want.total && have.paid === want.paid && have.events === want.events && have.version === want.version && have.customer === want.customer) {
+    if (
+      have &&
+      have.total === want.total &&
+      have.paid === want.paid &&
+      have.events === want.events &&
+      have.version === want.version &&
+      have.customer === want.customer
+    ) {
       invoicesEqual++;
     }
   }
-  return { expected: sums(fold), actual: sums(target.invoices), invoicesEqual, applied, lost, doubled, unexpected };
+  return {
+    expected: sums(fold),
+    actual: sums(target.invoices),
+    invoicesEqual,
+    applied,
+    lost,
+    doubled,
+    unexpected,
+  };
 }
 
 function sums(m: ReadonlyMap<string, InvoiceTotals>): Sums {
@@ -96,7 +116,13 @@ function sums(m: ReadonlyMap<string, InvoiceTotals>): Sums {
 }
 
 /** Adds up the metrics of several consumer runs. */
-export function sumMetrics(runs: readonly (ConsumerMetricsSnapshot | null)[]): { delivered: number; duplicates: number; gaps: number; recovered: number; reconnects: number } {
+export function sumMetrics(runs: readonly (ConsumerMetricsSnapshot | null)[]): {
+  delivered: number;
+  duplicates: number;
+  gaps: number;
+  recovered: number;
+  reconnects: number;
+} {
   const out = { delivered: 0, duplicates: 0, gaps: 0, recovered: 0, reconnects: 0 };
   for (const m of runs) {
     if (!m) continue;

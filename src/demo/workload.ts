@@ -32,7 +32,9 @@ export function makeWorkload(events: number): Workload {
   let count = 0;
   for (let i = 1; count < events; i++) {
     const invoiceId = `inv-${i}`;
-    const list: NewEvent[] = [{ id: randomUUID(), type: 'invoice.issued', data: { invoiceId, customer: `customer-${i % 23}` } }];
+    const list: NewEvent[] = [
+      { id: randomUUID(), type: 'invoice.issued', data: { invoiceId, customer: `customer-${i % 23}` } },
+    ];
     const lines = 3 + ((i * 7) % 9);
     let total = 0;
     for (let j = 1; j <= lines; j++) {
@@ -41,7 +43,12 @@ export function makeWorkload(events: number): Workload {
       list.push({ id: randomUUID(), type: 'invoice.line_added', data: { invoiceId, line: j, amount } });
     }
     const amount = i % 3 === 0 ? Math.floor(total / 2) : total;
-    list.push({ id: randomUUID(), type: 'invoice.paid', data: { invoiceId, amount }, metadata: { commandId: `pay-${invoiceId}` } });
+    list.push({
+      id: randomUUID(),
+      type: 'invoice.paid',
+      data: { invoiceId, amount },
+      metadata: { commandId: `pay-${invoiceId}` },
+    });
     const kept = list.slice(0, events - count);
     count += kept.length;
     perInvoice.push(kept);
@@ -66,7 +73,10 @@ export function makeWorkload(events: number): Workload {
 }
 
 /** Applies one event to `totals`: the reference semantics of the billing handler, used once per event. */
-export function applyInvoiceEvent(totals: Map<string, InvoiceTotals>, e: Pick<RecordedEvent, 'stream' | 'type' | 'version' | 'data'>): void {
+export function applyInvoiceEvent(
+  totals: Map<string, InvoiceTotals>,
+  e: Pick<RecordedEvent, 'stream' | 'type' | 'version' | 'data'>,
+): void {
   const t = totals.get(e.stream) ?? { customer: null, total: 0, paid: 0, events: 0, version: 0 };
   const d = e.data as { customer?: string; amount?: number };
   if (e.type === 'invoice.issued') t.customer = d.customer ?? null;

@@ -44,14 +44,21 @@ describe('idem demo', () => {
     assert.equal(report.doubled, 0);
     assert.equal(report.unexpected, 0);
     assert.ok(report.kills >= 1, 'the consumer process was SIGKILLed at least once');
-    assert.ok(report.crash.unacknowledged > 0 && report.crash.checkpoint > report.crash.cursor, 'the kill landed between commit and ack');
+    assert.ok(
+      report.crash.unacknowledged > 0 && report.crash.checkpoint > report.crash.cursor,
+      'the kill landed between commit and ack',
+    );
     assert.ok(report.duplicatesSkipped > 0);
     assert.ok(report.duplicateAppends.appends > 0);
     assert.equal(report.duplicateAppends.answeredDuplicate, report.duplicateAppends.appends);
     assert.ok(report.gaps >= 1 && report.gapsRecovered >= 1, 'a version gap was seen and recovered');
     assert.equal(report.recoveredEvents, 2);
     assert.ok(report.reconnects >= 1, 'the consumer reconnected after the cut');
-    assert.equal(report.rewind.duplicates, report.rewind.delivered, 'the rewind redelivered everything and all of it was skipped');
+    assert.equal(
+      report.rewind.duplicates,
+      report.rewind.delivered,
+      'the rewind redelivered everything and all of it was skipped',
+    );
     // 400 workload events plus the 3 of the gap arrangement, each applied exactly once.
     assert.equal(report.events, 403);
     assert.equal(report.applied, 403);
@@ -60,11 +67,17 @@ describe('idem demo', () => {
     assert.equal(report.totals.invoicesEqual, report.totals.expected.invoices);
     assert.equal(report.dir, null);
     // Progress lines go to stderr with --json.
-    assert.match(r.stderr, /crash: process 1 \(pid \d+\) committed up to position \d+ and was SIGKILLed before acknowledging/);
+    assert.match(
+      r.stderr,
+      /crash: process 1 \(pid \d+\) committed up to position \d+ and was SIGKILLed before acknowledging/,
+    );
   });
 
   it('prints progress and a report ending in lost=0 doubled=0; refuses a bad --events with exit 2', async () => {
-    const [r, bad] = await Promise.all([idem(['demo', '--events', '200']), idem(['demo', '--events', 'ten'])]);
+    const [r, bad] = await Promise.all([
+      idem(['demo', '--events', '200']),
+      idem(['demo', '--events', 'ten']),
+    ]);
     assert.equal(r.code, 0, `exit ${r.code}\n${r.stdout}\n${r.stderr}`);
     assert.match(r.stdout, /reconnect: cut \d+ connection\(s\)/);
     assert.match(r.stdout, /gap: the entity-version guard saw 1 gap\(s\), read 2 event\(s\) from the stream/);
@@ -75,8 +88,13 @@ describe('idem demo', () => {
   });
 });
 
-describe('the demo\'s exactly-once check', () => {
-  const event = (id: string, version: number, type: string, data: Record<string, number | string>): RecordedEvent => ({
+describe("the demo's exactly-once check", () => {
+  const event = (
+    id: string,
+    version: number,
+    type: string,
+    data: Record<string, number | string>,
+  ): RecordedEvent => ({
     id,
     stream: 'invoice-1',
     type,
@@ -104,7 +122,13 @@ describe('the demo\'s exactly-once check', () => {
       checkpoint: 2,
     });
     assert.deepEqual(
-      { lost: v.lost, doubled: v.doubled, unexpected: v.unexpected, applied: v.applied, invoicesEqual: v.invoicesEqual },
+      {
+        lost: v.lost,
+        doubled: v.doubled,
+        unexpected: v.unexpected,
+        applied: v.applied,
+        invoicesEqual: v.invoicesEqual,
+      },
       { lost: 1, doubled: 1, unexpected: 1, applied: 4, invoicesEqual: 0 },
     );
     assert.deepEqual(v.expected, { invoices: 1, total: 10, paid: 10, events: 3 });
