@@ -5,18 +5,22 @@
  */
 import type { ConsumerChildConfig } from '../children/consumerChild.js';
 import { Child, ScriptRunner, delay, until } from '../processes.js';
-import { openSetup } from '../stores.js';
+import { openSetup, type Backend } from '../stores.js';
 import { emptyBody, type Scenario, type ScenarioBody, type ScenarioContext } from '../types.js';
 
 const FILTER = { categories: ['ledger'] };
 const CONSUMER = 'ledger_faults_v1';
 const LEASE_TTL_MS = 600;
 
-export const splitBrainScenario: Scenario = {
-  name: 'split-brain-sigstop-sqlite',
-  proves: 'an owner frozen past its lease is fenced when it resumes; the standby that took over doubles nothing (SQLite store + shared SQLite target)',
-  run,
-};
+export function splitBrainScenario(backend: Backend): Scenario {
+  const label = backend === 'sqlite' ? 'SQLite' : 'PostgreSQL';
+  return {
+    name: `split-brain-sigstop-${backend}`,
+    proves: `an owner frozen past its lease is fenced when it resumes; the standby that took over doubles nothing (${label} store + shared ${label} target)`,
+    postgres: backend === 'postgres',
+    run: (ctx) => run(ctx, backend),
+  };
+}
 
 interface Proc {
   child: Child;
@@ -25,10 +29,10 @@ interface Proc {
   last: { delivered: number; duplicates: number };
 }
 
-async function run(ctx: ScenarioContext): Promise<ScenarioBody> {
+async function run(ctx: ScenarioContext, backend: Backend): Promise<ScenarioBody> {
   const rounds = ctx.size === 'full' ? 6 : 2;
   const r = ctx.random;
-  const setup = await openSetup('sqlite', ctx.dir);
+  const setup = await openSetup(backend, ctx.dir);
   const runner = new ScriptRunner(ctx.dir);
   const config: ConsumerChildConfig = {
     store: setup.storeConfig,

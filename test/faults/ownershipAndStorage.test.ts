@@ -3,6 +3,7 @@ import { describeQuickFaults } from './quickRun.js';
 
 describeQuickFaults('faults: ownership, poison events and database faults', [
   'split-brain-sigstop-sqlite',
+  'split-brain-sigstop-postgres',
   'poison-dead-letter-sqlite',
   'pg-terminate-backend',
   'sqlite-disk-full',
