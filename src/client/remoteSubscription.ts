@@ -123,6 +123,7 @@ export class RemoteSubscription implements Subscription {
   private asked = false;
   private lastSeen = Date.now();
   private readonly watchdog: NodeJS.Timeout;
+  private removeAbort: () => void = () => undefined;
   private readonly socketClosed: Promise<void>;
 
   constructor(
@@ -144,7 +145,12 @@ export class RemoteSubscription implements Subscription {
       if (Date.now() - this.lastSeen > silenceMs) socket.terminate();
     }, Math.min(2_000, silenceMs / 2));
     this.watchdog.unref();
-    signal?.addEventListener('abort', () => void this.close(), { once: true });
+    if (signal) {
+      const onAbort = (): void => void this.close();
+      signal.addEventListener('abort', onAbort, { once: true });
+      // A long-lived signal (a consumer's stop signal) outlives many subscriptions: drop ours at the end.
+      this.removeAbort = () => signal.removeEventListener('abort', onAbort);
+    }
   }
 
   async ack(position: number): Promise<void> {
@@ -258,6 +264,7 @@ export class RemoteSubscription implements Subscription {
 
   private onSocketClose(): void {
     clearInterval(this.watchdog);
+    this.removeAbort();
     const lost = this.closing ? null : new IdemError('unavailable', `connection to ${this.ctx.wsUrl} lost`);
     for (const [req, p] of this.pending) {
       this.pending.delete(req);
