@@ -5,6 +5,7 @@ describeQuickFaults('faults: ownership, poison events and database faults', [
   'split-brain-sigstop-sqlite',
   'split-brain-sigstop-postgres',
   'poison-dead-letter-sqlite',
+  'poison-dead-letter-postgres',
   'pg-terminate-backend',
   'sqlite-disk-full',
 ]);
