@@ -23,6 +23,7 @@ export const SCENARIOS: readonly Scenario[] = [
   poisonScenario('postgres'),
   postgresTerminateScenario,
   sqliteDiskFullScenario,
-  loadScenario,
+  loadScenario('sqlite'),
+  loadScenario('postgres'),
   badInputScenario,
 ];

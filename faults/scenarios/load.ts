@@ -8,18 +8,25 @@ import type { ConsumerTarget } from '../../src/core/consumerTarget.js';
 import { createConsumer, type Consumer } from '../../src/consumer/consumer.js';
 import type Database from 'better-sqlite3';
 import { sqliteTarget, type SqliteTarget } from '../../src/sqlite/target.js';
+import type { EventStore } from '../../src/core/eventStore.js';
+import { openPostgresStore } from '../../src/postgres/postgresStore.js';
 import { openSqliteStore } from '../../src/sqlite/sqliteStore.js';
+import { createTempDatabase, type TempDatabase } from '../../test/support/postgres.js';
 import { countOutput, createSqliteOutput, readSqliteOutput, sqliteRecorder } from '../output.js';
-import { readEvents } from '../stores.js';
+import { readEvents, type Backend } from '../stores.js';
 import { emptyBody, type Scenario, type ScenarioBody, type ScenarioContext } from '../types.js';
 
 const FILTER = { categories: ['load'] };
 
-export const loadScenario: Scenario = {
-  name: 'load-8-appenders-4-consumers',
-  proves: 'under sustained load (8 appenders, 4 consumers) every consumer output equals the exactly-once result; reports throughput, lag and p99 latency',
-  run,
-};
+/** The store is SQLite or PostgreSQL; the consumers' targets are SQLite files either way. */
+export function loadScenario(backend: Backend): Scenario {
+  return {
+    name: backend === 'sqlite' ? 'load-8-appenders-4-consumers' : 'load-8-appenders-4-consumers-postgres',
+    proves: `under sustained load (8 appenders, 4 consumers) every consumer output equals the exactly-once result; reports throughput, lag and p99 latency (${backend === 'sqlite' ? 'SQLite' : 'PostgreSQL'} store)`,
+    postgres: backend === 'postgres',
+    run: (ctx) => run(ctx, backend),
+  };
+}
 
 function percentile(sorted: readonly number[], p: number): number {
   if (sorted.length === 0) return 0;
@@ -27,7 +34,11 @@ function percentile(sorted: readonly number[], p: number): number {
 }
 
 /** The target with commit-time latency measurement of the events its handler saw in the batch. */
-function measured(target: SqliteTarget, pending: number[], latencies: number[]): ConsumerTarget<Database.Database> {
+function measured(
+  target: SqliteTarget,
+  pending: number[],
+  latencies: number[],
+): ConsumerTarget<Database.Database> {
   return {
     kind: target.kind,
     migrate: () => target.migrate(),
@@ -46,10 +57,15 @@ function measured(target: SqliteTarget, pending: number[], latencies: number[]):
   };
 }
 
-async function run(ctx: ScenarioContext): Promise<ScenarioBody> {
+async function run(ctx: ScenarioContext, backend: Backend): Promise<ScenarioBody> {
   const durationMs = ctx.size === 'full' ? 60_000 : 10_000;
   const r = ctx.random;
-  const store = await openSqliteStore({ path: join(ctx.dir, 'load.db') });
+  let database: TempDatabase | null = null;
+  if (backend === 'postgres') database = await createTempDatabase('idem_faults');
+  const store: EventStore =
+    database === null
+      ? await openSqliteStore({ path: join(ctx.dir, 'load.db') })
+      : await openPostgresStore({ connectionString: database.connectionString });
   const targets: SqliteTarget[] = [];
   const consumers: Consumer[] = [];
   const latencies: number[] = [];
@@ -85,7 +101,10 @@ async function run(ctx: ScenarioContext): Promise<ScenarioBody> {
       const ar = r.fork(`appender-${i}`);
       while (!stop) {
         const n = ar.int(1, 5);
-        await store.append(`load-${ar.int(1, 500)}`, Array.from({ length: n }, (_, k) => ({ type: 'load.tick', data: { i, k } })));
+        await store.append(
+          `load-${ar.int(1, 500)}`,
+          Array.from({ length: n }, (_, k) => ({ type: 'load.tick', data: { i, k } })),
+        );
         events += n;
         appends++;
       }
@@ -121,5 +140,6 @@ async function run(ctx: ScenarioContext): Promise<ScenarioBody> {
     await Promise.all(consumers.map((c) => c.stop().catch(() => undefined)));
     for (const t of targets) await t.close();
     await store.close();
+    await database?.drop();
   }
 }

@@ -1,4 +1,8 @@
 // Fault suite, scenarios 7-8 at the quick size: sustained load; fuzzed HTTP requests and WebSocket frames.
 import { describeQuickFaults } from './quickRun.js';
 
-describeQuickFaults('faults: load and bad input', ['load-8-appenders-4-consumers', 'bad-input-fuzz']);
+describeQuickFaults('faults: load and bad input', [
+  'load-8-appenders-4-consumers',
+  'load-8-appenders-4-consumers-postgres',
+  'bad-input-fuzz',
+]);
