@@ -24,7 +24,7 @@
  */
 import type { RecordedEvent } from '../core/event.js';
 import type { EventFilter } from '../core/filter.js';
-import type { DeadLetterSelector, DeadLetterStatus, FailureInfo, ParkInfo } from '../core/subscription.js';
+import type { DeadLetter, DeadLetterSelector, DeadLetterStatus, FailureInfo, ParkInfo } from '../core/subscription.js';
 
 /** The status a backend stores; `idle` is derived by the engine from a live lease and zero lag. */
 export type StoredConsumerStatus = 'running' | 'stopped' | 'failed';
@@ -52,21 +52,12 @@ export interface ConsumerState {
   updatedAt: string;
 }
 
-/** One dead-letter row. Keyed by (consumer, event id): an event is dead-lettered at most once per consumer. */
-export interface DeadLetterRecord {
-  consumer: string;
-  /** The whole event as it was delivered (so listing needs no read from the log). */
-  event: RecordedEvent;
-  reason: string;
-  error: ParkInfo['error'] | null;
-  attempts: number;
-  status: DeadLetterStatus;
-  /** For an event parked behind an earlier one of its stream: that event's id. */
-  behind: string | null;
-  parkedAt: string;
-  skippedBy: string | null;
-  skippedAt: string | null;
-}
+/**
+ * One dead-letter row: the port's `DeadLetter`, whole (the event as it was delivered, so listing
+ * needs no read from the log). Keyed by (consumer, event id): an event is dead-lettered at most once
+ * per consumer.
+ */
+export type DeadLetterRecord = DeadLetter;
 
 export type RegisterResult =
   | { ok: true; created: boolean; state: ConsumerState }
