@@ -33,8 +33,16 @@ class TargetSql {
     this.checkpoint = `INSERT INTO ${s}.target_checkpoints (consumer, position, epoch) VALUES ($1, 0, 0)
       ON CONFLICT (consumer) DO UPDATE SET consumer = excluded.consumer
       RETURNING position::float8 AS position, epoch::float8 AS epoch`;
-    this.processed = `SELECT key FROM ${s}.target_processed WHERE consumer = $1 AND key = ANY($2::text[])`;
-    this.versions = `SELECT stream, version FROM ${s}.target_entity_versions WHERE consumer = $1 AND stream = ANY($2::text[])`;
+    // One index probe per key, whatever the planner believes about the table's size: `key = ANY($2)`
+    // was planned while the ledger was empty (no statistics yet) as a scan of all the consumer's rows
+    // filtered by the array, which grows with the ledger (hundreds of ms per batch at 50,000 rows).
+    // The LIMIT keeps the subquery from being flattened into a hash join. Both lookups run as unnamed
+    // statements (planned per batch), since a cached generic plan made on a small table would keep a
+    // sequential scan per key.
+    this.processed = `SELECT u.key FROM unnest($2::text[]) AS u(key)
+      CROSS JOIN LATERAL (SELECT 1 FROM ${s}.target_processed p WHERE p.consumer = $1 AND p.key = u.key LIMIT 1) AS hit`;
+    this.versions = `SELECT u.stream, hit.version FROM unnest($2::text[]) AS u(stream)
+      CROSS JOIN LATERAL (SELECT v.version FROM ${s}.target_entity_versions v WHERE v.consumer = $1 AND v.stream = u.stream LIMIT 1) AS hit`;
     this.record = `WITH ledger AS (
         INSERT INTO ${s}.target_processed (consumer, key, position)
         SELECT $1, k, p FROM unnest($2::text[], $3::bigint[]) AS t(k, p)
@@ -59,6 +67,11 @@ class TargetSql {
   /** A named statement, prepared once per connection by `pg`. */
   q(name: StatementName, values: unknown[]): QueryConfig {
     return { name: statementName(name, this.schema), text: this[name], values };
+  }
+
+  /** An unnamed statement: planned on every execution with the table's current size. */
+  unnamed(name: 'processed' | 'versions', values: unknown[]): QueryConfig {
+    return { text: this[name], values };
   }
 }
 
@@ -96,13 +109,13 @@ class PostgresTargetTransaction implements TargetTransaction<PoolClient> {
   }
 
   async processedKeys(consumer: string, keys: readonly string[]): Promise<Set<string>> {
-    const r = await this.tx.query<{ key: string }>(this.sql.q('processed', [consumer, keys]));
+    const r = await this.tx.query<{ key: string }>(this.sql.unnamed('processed', [consumer, keys]));
     return new Set(r.rows.map((row) => row.key));
   }
 
   async entityVersions(consumer: string, streams: readonly string[]): Promise<Map<string, number>> {
     const r = await this.tx.query<{ stream: string; version: number }>(
-      this.sql.q('versions', [consumer, streams]),
+      this.sql.unnamed('versions', [consumer, streams]),
     );
     return new Map(r.rows.map((row) => [row.stream, row.version]));
   }

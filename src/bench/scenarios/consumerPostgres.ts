@@ -54,17 +54,23 @@ async function naiveLoop(source: EventStore, client: Pg.Client, n: number): Prom
   }
 }
 
+/**
+ * The set-based ledger check. It was `key = ANY($1)` as a named statement; PostgreSQL cached its
+ * generic plan while the ledger was empty (no statistics), which scans every ledger row of the
+ * consumer and filters it by the array: 377 ms of the batch's 402 ms at 50,000 rows (measured
+ * 2026-12-02). This form probes the primary key once per id, whatever the table's size.
+ */
+const SET_SEEN = `SELECT u.key FROM unnest($1::text[]) AS u(key)
+  CROSS JOIN LATERAL (SELECT 1 FROM processed p WHERE p.consumer = 'set' AND p.key = u.key LIMIT 1) AS hit`;
+
 /** The set-based batch without idem: per 500 events one transaction of set statements (ledger check, upsert, ledger, checkpoint). */
 async function setBased(source: EventStore, client: Pg.Client, batchSize = 500): Promise<void> {
   const apply = async (
     batch: { id: string; position: number; c: ReturnType<typeof billingChange> }[],
   ): Promise<void> => {
     await client.query('BEGIN');
-    const seen = await client.query<{ key: string }>({
-      name: 'seen_set',
-      text: "SELECT key FROM processed WHERE consumer = 'set' AND key = ANY($1::text[])",
-      values: [batch.map((b) => b.id)],
-    });
+    // An unnamed statement with one index probe per key: see SET_SEEN.
+    const seen = await client.query<{ key: string }>({ text: SET_SEEN, values: [batch.map((b) => b.id)] });
     const done = new Set(seen.rows.map((r) => r.key));
     const fresh = batch.filter((b) => !done.has(b.id));
     await client.query({
