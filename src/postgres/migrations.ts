@@ -104,6 +104,163 @@ export const EVENT_STORE_MIGRATIONS: PgMigration[] = [
       $fn$;
     `,
   },
+  {
+    // The same function, set-based: a fixed handful of statements per call however many appends
+    // it groups, instead of three per append. Same signature and outcomes, so a process still
+    // running the version-1 code keeps working against an upgraded schema.
+    version: 3,
+    name: 'set-based append_batch',
+    sql: (s, schema) => `
+      -- Several appends in one statement and one transaction (the store groups concurrent appends).
+      -- The head row lock is taken first and held until commit: positions are handed out in commit
+      -- order with no gaps, and every check below sees all earlier commits. Per append (events
+      -- p_counts[i] long, flattened into the event arrays) the outcome is 'ok', 'exists' (one of its
+      -- ids is already stored, or written by an earlier append of this call: the caller resolves
+      -- idempotency) or 'wrong_expected_version' (version = the stream's actual version, counting
+      -- earlier appends of this call); nothing is written for the last two.
+      --
+      -- Every read of the events table is an equality probe on a unique index (id) or a backward
+      -- scan of (stream, version), one per event or append, so its plan stays the same whatever the
+      -- table's size or statistics were when the plan was cached. (Version 1 used
+      -- EXISTS (... id = ANY(ids)), whose plan, cached while the table was small, became a
+      -- sequential scan of the whole table per append.)
+      CREATE OR REPLACE FUNCTION ${s}.append_batch(
+        p_streams text[], p_expected text[], p_counts integer[],
+        p_ids uuid[], p_types text[], p_data text[], p_metadata text[]
+      ) RETURNS TABLE (outcome text, version integer, first_position bigint, last_position bigint)
+      LANGUAGE plpgsql AS $fn$
+      DECLARE
+        n_app     integer := coalesce(cardinality(p_streams), 0);
+        v_head    bigint;
+        v_start   bigint;
+        v_now     timestamptz;
+        v_app     integer[];  -- per event: its append (1-based)
+        v_k       integer[];  -- per event: its place in its append (1-based)
+        v_stored  boolean[];  -- per append: one of its ids is already stored
+        v_clash   boolean[];  -- per append: shares an id with an earlier append of this call
+        v_slot    integer[];  -- per append: the first append of this call to the same stream
+        v_ver     integer[];  -- per slot: the stream's version so far
+        v_outcome text[];
+        v_version integer[];
+        v_first   bigint[];
+        v_last    bigint[];
+        v_base    integer[];
+        i         integer;
+        n         integer;
+        v_cur     integer;
+        v_exp     text;
+      BEGIN
+        SELECT h.position INTO v_head FROM ${s}.head h WHERE h.id FOR UPDATE;
+        v_now := clock_timestamp();
+        IF n_app = 0 THEN
+          RETURN;
+        END IF;
+        IF cardinality(p_expected) <> n_app OR cardinality(p_counts) <> n_app THEN
+          RAISE EXCEPTION 'append_batch: % streams, % expected versions, % counts',
+            n_app, cardinality(p_expected), cardinality(p_counts);
+        END IF;
+
+        SELECT array_agg(c.a ORDER BY c.a, g.k), array_agg(g.k ORDER BY c.a, g.k)
+          INTO v_app, v_k
+          FROM unnest(p_counts) WITH ORDINALITY AS c(n, a), generate_series(1, c.n) AS g(k);
+        IF coalesce(cardinality(v_app), 0) <> coalesce(cardinality(p_ids), 0)
+           OR cardinality(p_ids) <> cardinality(p_types)
+           OR cardinality(p_ids) <> cardinality(p_data)
+           OR cardinality(p_ids) <> cardinality(p_metadata) THEN
+          RAISE EXCEPTION 'append_batch: counts add up to % events, got % ids', cardinality(v_app), cardinality(p_ids);
+        END IF;
+
+        -- Ids already stored: one unique-index probe per event.
+        v_stored := array_fill(false, ARRAY[n_app]);
+        FOR i IN
+          SELECT DISTINCT e.a
+            FROM unnest(p_ids, v_app) AS e(id, a)
+            CROSS JOIN LATERAL (SELECT 1 FROM ${s}.events x WHERE x.id = e.id LIMIT 1) AS hit
+        LOOP
+          v_stored[i] := true;
+        END LOOP;
+
+        -- Ids shared with an earlier append of this call (a retried append grouped with itself, or a
+        -- conflicting one): decided below, once the earlier append's outcome is known.
+        v_clash := array_fill(false, ARRAY[n_app]);
+        FOR i IN
+          SELECT DISTINCT b.a
+            FROM unnest(p_ids, v_app) AS b(id, a)
+            JOIN unnest(p_ids, v_app) AS c(id, a) ON c.id = b.id AND c.a < b.a
+        LOOP
+          v_clash[i] := true;
+        END LOOP;
+
+        -- Each stream's stored version: one backward index probe per append.
+        SELECT array_agg(t.slot ORDER BY t.a), array_agg(t.cur ORDER BY t.a)
+          INTO v_slot, v_ver
+          FROM (
+            SELECT u.a, min(u.a) OVER (PARTITION BY u.s) AS slot,
+                   coalesce((SELECT max(x.version) FROM ${s}.events x WHERE x.stream = u.s), 0) AS cur
+              FROM unnest(p_streams) WITH ORDINALITY AS u(s, a)
+          ) AS t;
+
+        -- The outcomes, in order, in memory.
+        v_start := v_head;
+        v_outcome := array_fill(NULL::text, ARRAY[n_app]);
+        v_version := array_fill(NULL::integer, ARRAY[n_app]);
+        v_first := array_fill(NULL::bigint, ARRAY[n_app]);
+        v_last := array_fill(NULL::bigint, ARRAY[n_app]);
+        v_base := array_fill(NULL::integer, ARRAY[n_app]);
+        FOR i IN 1 .. n_app LOOP
+          n := p_counts[i];
+          IF v_stored[i] OR (v_clash[i] AND EXISTS (
+               SELECT 1
+                 FROM unnest(p_ids, v_app) AS b(id, a)
+                 JOIN unnest(p_ids, v_app) AS c(id, a) ON c.id = b.id
+                WHERE b.a = i AND c.a < i AND v_outcome[c.a] = 'ok')) THEN
+            v_outcome[i] := 'exists';
+            CONTINUE;
+          END IF;
+          v_cur := v_ver[v_slot[i]];
+          v_exp := p_expected[i];
+          IF NOT (v_exp = 'any'
+                  OR (v_exp = 'no_stream' AND v_cur = 0)
+                  OR (v_exp = 'stream_exists' AND v_cur > 0)
+                  OR (v_exp ~ '^[0-9]+$' AND v_cur::numeric = v_exp::numeric)) THEN
+            v_outcome[i] := 'wrong_expected_version';
+            v_version[i] := v_cur;
+            CONTINUE;
+          END IF;
+          v_outcome[i] := 'ok';
+          v_base[i] := v_cur;
+          v_version[i] := v_cur + n;
+          v_first[i] := v_head + 1;
+          v_last[i] := v_head + n;
+          v_head := v_head + n;
+          v_ver[v_slot[i]] := v_cur + n;
+        END LOOP;
+
+        -- Every written event in one statement.
+        IF v_head > v_start THEN
+          INSERT INTO ${s}.events (position, id, stream, version, type, data, metadata, recorded_at)
+          SELECT w.first_position + e.k - 1, e.id, w.stream, w.base + e.k, e.type, e.data::json, e.metadata::json, v_now
+            FROM unnest(v_app, v_k, p_ids, p_types, p_data, p_metadata) AS e(a, k, id, type, data, metadata)
+            JOIN (
+              SELECT o.a, o.first_position, o.base, o.stream
+                FROM unnest(v_outcome, v_first, v_base, p_streams) WITH ORDINALITY
+                     AS o(outcome, first_position, base, stream, a)
+               WHERE o.outcome = 'ok'
+            ) AS w ON w.a = e.a
+           ORDER BY 1;
+          UPDATE ${s}.head h SET position = v_head WHERE h.id;
+          PERFORM pg_notify('${appendChannel(schema)}', v_head::text);
+        END IF;
+
+        RETURN QUERY
+          SELECT o.outcome, o.version, o.first_position, o.last_position
+            FROM unnest(v_outcome, v_version, v_first, v_last) WITH ORDINALITY
+                 AS o(outcome, version, first_position, last_position, a)
+           ORDER BY o.a;
+      END
+      $fn$;
+    `,
+  },
 ];
 
 export interface MigrationTarget {

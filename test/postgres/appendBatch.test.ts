@@ -1,0 +1,267 @@
+// The grouped append path: `append_batch` deciding several appends in one call, each with its own
+// checks and result, and the migration that replaces it in existing schemas.
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { describe, it } from 'node:test';
+import pg from 'pg';
+import { isIdemError, WrongExpectedVersionError } from '../../src/core/errors.js';
+import type { AppendResult, NewEvent } from '../../src/core/event.js';
+import { openPostgresStore } from '../../src/postgres/index.js';
+import { runPgMigrations } from '../../src/postgres/migrations.js';
+import { STORE_MIGRATIONS, type PostgresEventStore } from '../../src/postgres/postgresStore.js';
+import { quoteSchema } from '../../src/postgres/schemaName.js';
+import { randomIdentifier, randomStream } from '../support/names.js';
+import { pgTestContext } from './pgFixtures.js';
+
+const ctx = await pgTestContext();
+
+interface Append {
+  stream: string;
+  expected: string;
+  ids: string[];
+}
+
+interface Outcome {
+  outcome: string;
+  version: number | null;
+  first_position: string | null;
+  last_position: string | null;
+}
+
+/** Calls `append_batch` directly with `appends` (one statement: they are decided together). */
+async function appendBatch(store: PostgresEventStore, appends: Append[]): Promise<Outcome[]> {
+  const ids = appends.flatMap((a) => a.ids);
+  const r = await store.pool.query<Outcome>(
+    `SELECT outcome, version, first_position, last_position
+       FROM ${quoteSchema(store.schema)}.append_batch($1::text[], $2::text[], $3::int[], $4::uuid[], $5::text[], $6::text[], $7::text[])`,
+    [
+      appends.map((a) => a.stream),
+      appends.map((a) => a.expected),
+      appends.map((a) => a.ids.length),
+      ids,
+      ids.map(() => 't'),
+      ids.map((id) => JSON.stringify({ id })),
+      ids.map(() => '{}'),
+    ],
+  );
+  return r.rows;
+}
+
+function ok(version: number, first: number, last: number): Outcome {
+  return { outcome: 'ok', version, first_position: String(first), last_position: String(last) };
+}
+const exists: Outcome = { outcome: 'exists', version: null, first_position: null, last_position: null };
+function wrong(actual: number): Outcome {
+  return { outcome: 'wrong_expected_version', version: actual, first_position: null, last_position: null };
+}
+
+const ids = (n: number): string[] => Array.from({ length: n }, () => randomUUID());
+
+async function rows(
+  store: PostgresEventStore,
+): Promise<{ position: number; id: string; stream: string; version: number }[]> {
+  const out = [];
+  for await (const e of store.readAll())
+    out.push({ position: e.position, id: e.id, stream: e.stream, version: e.version });
+  return out;
+}
+
+describe('append_batch: several appends decided in one call', { skip: ctx.skip }, () => {
+  it('checks each append against the stored log and the earlier appends of the same call', async () => {
+    const store = await ctx.openSharedStore();
+    try {
+      const [s1, s2, s3, s4] = [randomStream(), randomStream(), randomStream(), randomStream()];
+      const stored = ids(1);
+      assert.deepEqual(await appendBatch(store, [{ stream: s4, expected: 'any', ids: stored }]), [
+        ok(1, 1, 1),
+      ]);
+
+      const a = ids(2);
+      const c = ids(1);
+      const got = await appendBatch(store, [
+        { stream: s1, expected: 'no_stream', ids: a }, // ok: versions 1-2, positions 2-3
+        { stream: s1, expected: '2', ids: ids(1) }, // sees the append before it: ok, version 3
+        { stream: s1, expected: '2', ids: c }, // stale within the call: actual 3
+        { stream: s2, expected: 'any', ids: [...ids(1), a[1]!] }, // an id written earlier in this call
+        { stream: s3, expected: 'any', ids: c }, // shares an id only with a failed append: ok
+        { stream: s2, expected: 'stream_exists', ids: ids(1) }, // s2 got nothing: actual 0
+        { stream: s3, expected: 'no_stream', ids: [stored[0]!] }, // an id already stored: exists wins
+        { stream: s4, expected: '1', ids: ids(3) }, // ok after the stored event: versions 2-4
+        { stream: s2, expected: 'no_stream', ids: ids(1) }, // still empty: ok
+      ]);
+      assert.deepEqual(got, [
+        ok(2, 2, 3),
+        ok(3, 4, 4),
+        wrong(3),
+        exists,
+        ok(1, 5, 5),
+        wrong(0),
+        exists,
+        ok(4, 6, 8),
+        ok(1, 9, 9),
+      ]);
+      assert.equal(await store.headPosition(), 9);
+      const log = await rows(store);
+      assert.deepEqual(
+        log.map((e) => e.position),
+        Array.from({ length: 9 }, (_, i) => i + 1),
+      );
+      assert.deepEqual(
+        log.map((e) => `${e.stream}@${e.version}`),
+        [`${s4}@1`, `${s1}@1`, `${s1}@2`, `${s1}@3`, `${s3}@1`, `${s4}@2`, `${s4}@3`, `${s4}@4`, `${s2}@1`],
+      );
+      assert.deepEqual(
+        log.slice(1, 3).map((e) => e.id),
+        a,
+      );
+      assert.equal(log[4]!.id, c[0]);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('writes nothing and leaves the head alone when no append of the call succeeds', async () => {
+    const store = await ctx.openSharedStore();
+    try {
+      const stream = randomStream();
+      const first = ids(2);
+      await appendBatch(store, [{ stream, expected: 'any', ids: first }]);
+      const got = await appendBatch(store, [
+        { stream, expected: 'no_stream', ids: ids(1) },
+        { stream: randomStream(), expected: 'any', ids: [first[0]!] },
+      ]);
+      assert.deepEqual(got, [wrong(2), exists]);
+      assert.equal(await store.headPosition(), 2);
+      assert.deepEqual(await appendBatch(store, []), []);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('refuses arrays that do not add up', async () => {
+    const store = await ctx.openSharedStore();
+    try {
+      await assert.rejects(
+        store.pool.query(
+          `SELECT * FROM ${quoteSchema(store.schema)}.append_batch($1::text[], $2::text[], $3::int[], $4::uuid[], $5::text[], $6::text[], $7::text[])`,
+          [['s'], ['any'], [2], [randomUUID()], ['t'], ['{}'], ['{}']],
+        ),
+        /append_batch: counts add up to 2 events, got 1 ids/,
+      );
+      assert.equal(await store.headPosition(), 0);
+    } finally {
+      await store.close();
+    }
+  });
+});
+
+/** Appends `rest` while `first` is in flight, so the store sends `rest` together in one statement. */
+async function grouped(
+  store: PostgresEventStore,
+  calls: [string, NewEvent[], { expectedVersion?: number | 'any' | 'no_stream' | 'stream_exists' }?][],
+): Promise<PromiseSettledResult<AppendResult>[]> {
+  return Promise.allSettled([
+    store.append(randomStream('lead'), [{ type: 'lead', data: null }]),
+    ...calls.map(([stream, events, options]) => store.append(stream, events, options)),
+  ]).then((r) => r.slice(1));
+}
+
+function value(r: PromiseSettledResult<AppendResult> | undefined): AppendResult {
+  if (r?.status !== 'fulfilled') assert.fail(r ? String(r.reason) : 'no result');
+  return r.value;
+}
+
+function reason(r: PromiseSettledResult<AppendResult> | undefined): unknown {
+  if (r?.status !== 'rejected') assert.fail('expected a rejection');
+  return r.reason;
+}
+
+describe('grouped appends through the store', { skip: ctx.skip }, () => {
+  it('the same append twice in one group: the second is a duplicate with the first result', async () => {
+    const store = await ctx.openSharedStore();
+    try {
+      const stream = randomStream();
+      const events: NewEvent[] = [
+        { id: randomUUID(), type: 't', data: { n: 1 } },
+        { id: randomUUID(), type: 't', data: { n: 2 } },
+      ];
+      const [a, b, c] = await grouped(store, [
+        [stream, events, { expectedVersion: 'no_stream' }],
+        [stream, structuredClone(events), { expectedVersion: 'no_stream' }],
+        [randomStream(), [{ type: 'other', data: null }]],
+      ]);
+      const first = value(a);
+      assert.equal(first.duplicate, false);
+      assert.deepEqual(value(b), { ...first, duplicate: true });
+      assert.equal(value(c).firstPosition, first.lastPosition + 1);
+      assert.equal(await store.streamVersion(stream), 2);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('an idempotency conflict or a stale version in a group fails only its own append', async () => {
+    const store = await ctx.openSharedStore();
+    try {
+      const [s1, s2] = [randomStream(), randomStream()];
+      const id = randomUUID();
+      const [a, b, c, d, e] = await grouped(store, [
+        [s1, [{ id, type: 't', data: 1 }]],
+        [s2, [{ id, type: 't', data: 2 }]], // same id, other content and stream: conflict
+        [s1, [{ type: 't', data: 3 }], { expectedVersion: 1 }], // sees the first: ok
+        [s1, [{ type: 't', data: 4 }], { expectedVersion: 1 }], // stale: actual 2
+        [s2, [{ type: 't', data: 5 }], { expectedVersion: 'no_stream' }], // s2 got nothing: ok
+      ]);
+      assert.equal(value(a).version, 1);
+      const conflict = reason(b);
+      assert.ok(isIdemError(conflict, 'idempotency_conflict'), String(conflict));
+      assert.equal(value(c).version, 2);
+      const stale = reason(d);
+      assert.ok(stale instanceof WrongExpectedVersionError);
+      assert.equal(stale.actual, 2);
+      assert.equal(value(e).version, 1);
+      const positions = [a, c, e].map((r) => value(r).firstPosition);
+      assert.deepEqual(
+        positions,
+        [...positions].sort((x, y) => x - y),
+      );
+      assert.equal(await store.headPosition(), 4);
+    } finally {
+      await store.close();
+    }
+  });
+});
+
+describe('append_batch migration', { skip: ctx.skip }, () => {
+  it('a schema made by the first release is upgraded on open and keeps appending where it was', async () => {
+    const schema = randomIdentifier('s');
+    const pool = new pg.Pool({ connectionString: ctx.db.connectionString, max: 2 });
+    try {
+      const old = STORE_MIGRATIONS.filter((m) => m.version <= 2);
+      assert.equal(await runPgMigrations({ pool, schema }, old), 2);
+      const s = quoteSchema(schema);
+      const stream = randomStream();
+      await pool.query(
+        `SELECT * FROM ${s}.append_batch($1::text[], $2::text[], $3::int[], $4::uuid[], $5::text[], $6::text[], $7::text[])`,
+        [[stream], ['no_stream'], [2], ids(2), ['t', 't'], ['1', '2'], ['{}', '{}']],
+      );
+      const store = await openPostgresStore({ pool, schema });
+      try {
+        const r = await pool.query<{ v: number }>(
+          `SELECT max(version)::int AS v FROM ${s}.schema_migrations`,
+        );
+        assert.equal(r.rows[0]?.v, Math.max(...STORE_MIGRATIONS.map((m) => m.version)));
+        const next = await store.append(stream, [{ type: 't', data: 3 }], { expectedVersion: 2 });
+        assert.deepEqual([next.version, next.firstPosition, next.lastPosition], [3, 3, 3]);
+        await assert.rejects(
+          store.append(stream, [{ type: 't', data: 4 }], { expectedVersion: 2 }),
+          WrongExpectedVersionError,
+        );
+      } finally {
+        await store.close();
+      }
+    } finally {
+      await pool.end();
+    }
+  });
+});
