@@ -62,6 +62,42 @@ export function jsonProblem(
   }
 }
 
+/**
+ * True exactly when `jsonProblem(value)` is `null`, without building paths or sets: the check every
+ * appended event's data and metadata go through. Call `jsonProblem` for the reason when it is false.
+ */
+export function isPlainJson(value: unknown): boolean {
+  return plain(value, []);
+}
+
+/** `ancestors`: the objects and arrays enclosing `value` (cycle check; its length is the depth). */
+function plain(value: unknown, ancestors: object[]): boolean {
+  switch (typeof value) {
+    case 'string':
+    case 'boolean':
+      return true;
+    case 'number':
+      return Number.isFinite(value);
+    case 'object':
+      break;
+    default:
+      return false;
+  }
+  if (value === null) return true;
+  if (ancestors.length >= MAX_JSON_DEPTH || ancestors.includes(value)) return false;
+  ancestors.push(value);
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) if (!plain(value[i] as unknown, ancestors)) return false;
+  } else {
+    const proto = Object.getPrototypeOf(value) as unknown;
+    if (proto !== Object.prototype && proto !== null) return false;
+    const obj = value as Record<string, unknown>;
+    for (const k in obj) if (Object.hasOwn(obj, k) && !plain(obj[k], ancestors)) return false;
+  }
+  ancestors.pop();
+  return true;
+}
+
 /** JSON text with object keys sorted, so that equal content gives equal text whatever the key order. */
 export function canonicalJson(value: JsonValue): string {
   if (value === null || typeof value !== 'object') return JSON.stringify(value);

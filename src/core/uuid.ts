@@ -1,10 +1,18 @@
 import { randomUUID } from 'node:crypto';
 
-const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
-/** True for any RFC 9562 textual UUID (any version), case-insensitive. */
+/** True for any RFC 9562 textual UUID (any version), case-insensitive: 8-4-4-4-12 hex digits. */
 export function isUuid(value: string): boolean {
-  return UUID_RE.test(value);
+  // A loop over char codes: this runs for every appended event, and is cheaper than a regex.
+  if (value.length !== 36) return false;
+  for (let i = 0; i < 36; i++) {
+    const c = value.charCodeAt(i);
+    if (i === 8 || i === 13 || i === 18 || i === 23) {
+      if (c !== 45) return false; // '-'
+    } else if (!((c >= 48 && c <= 57) || (c >= 97 && c <= 102) || (c >= 65 && c <= 70))) {
+      return false; // not 0-9, a-f, A-F
+    }
+  }
+  return true;
 }
 
 let lastMs = 0;

@@ -1,6 +1,6 @@
 import { InvalidInputError, TooLargeError } from './errors.js';
 import type { NewEvent } from './event.js';
-import { canonicalJson, jsonProblem, type JsonObject, type JsonValue } from './json.js';
+import { canonicalJson, isPlainJson, jsonProblem, type JsonObject, type JsonValue } from './json.js';
 import { MAX_CONSUMER_NAME_LENGTH, MAX_STREAM_LENGTH, MAX_TYPE_LENGTH, type StoreLimits } from './limits.js';
 import { isUuid, uuidv7 } from './uuid.js';
 
@@ -17,16 +17,17 @@ export interface PreparedEvent {
 }
 
 // Control characters (C0, DEL, C1) are refused in names: they break logs, terminals and URLs.
-// eslint-disable-next-line no-control-regex
-const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
 
 export function validateStreamName(stream: unknown, field = 'stream'): string {
   if (typeof stream !== 'string') throw new InvalidInputError(field, 'must be a string');
   if (stream.length === 0) throw new InvalidInputError(field, 'must not be empty');
   if (stream.length > MAX_STREAM_LENGTH) {
-    throw new InvalidInputError(field, `must be at most ${MAX_STREAM_LENGTH} characters (got ${stream.length})`);
+    throw new InvalidInputError(
+      field,
+      `must be at most ${MAX_STREAM_LENGTH} characters (got ${stream.length})`,
+    );
   }
-  if (CONTROL.test(stream)) throw new InvalidInputError(field, 'must not contain control characters');
+  if (hasControl(stream)) throw new InvalidInputError(field, 'must not contain control characters');
   if (stream.trim() !== stream) throw new InvalidInputError(field, 'must not start or end with whitespace');
   return stream;
 }
@@ -57,72 +58,131 @@ export function validateLimit(value: unknown, field = 'limit'): number | undefin
   return value;
 }
 
-function validateType(type: unknown, field: string): string {
+function validateType(type: unknown, index: number): string {
+  if (typeof type === 'string' && type.length > 0 && type.length <= MAX_TYPE_LENGTH && !hasControl(type))
+    return type;
+  const field = `events[${index}].type`;
   if (type === undefined || type === null) throw new InvalidInputError(field, 'is required');
   if (typeof type !== 'string') throw new InvalidInputError(field, 'must be a string');
   if (type.length === 0 || type.length > MAX_TYPE_LENGTH) {
     throw new InvalidInputError(field, `must be 1-${MAX_TYPE_LENGTH} characters`);
   }
-  if (CONTROL.test(type)) throw new InvalidInputError(field, 'must not contain control characters');
-  return type;
+  throw new InvalidInputError(field, 'must not contain control characters');
 }
+
+/** True when `s` contains a control character (C0, DEL or C1); a loop, cheaper than a regex on short names. */
+function hasControl(s: string): boolean {
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c < 0x20 || (c >= 0x7f && c <= 0x9f)) return true;
+  }
+  return false;
+}
+
+/** An event ready to store; its canonical content key is computed on first use only. */
+class Prepared implements PreparedEvent {
+  private key: string | undefined;
+  constructor(
+    readonly id: string,
+    readonly type: string,
+    readonly data: JsonValue,
+    readonly metadata: JsonObject,
+    readonly dataJson: string,
+    readonly metadataJson: string,
+  ) {}
+
+  // Only a re-used id needs it, so the common append skips the work.
+  get contentKey(): string {
+    return (this.key ??= contentKey(this.type, this.data, this.metadata));
+  }
+}
+/** Cached `{}` text: most events carry no metadata. */
+const EMPTY_OBJECT_JSON = '{}';
 
 /**
  * Checks one append call's input against every rule and returns the events ready to store.
  * Throws `InvalidInputError` (naming the field and rule) or `TooLargeError`; nothing is written then.
+ *
+ * This runs for every appended event, so the common path allocates nothing but the results: field
+ * names and problem descriptions are only built once a rule is broken.
  */
 export function prepareAppend(stream: unknown, events: unknown, limits: StoreLimits): PreparedEvent[] {
   validateStreamName(stream);
   if (!Array.isArray(events)) throw new InvalidInputError('events', 'must be an array');
-  if (events.length === 0) throw new InvalidInputError('events', 'must contain at least one event');
-  if (events.length > limits.maxAppendEvents) {
-    throw new InvalidInputError('events', `must contain at most ${limits.maxAppendEvents} events (got ${events.length})`);
+  const n = events.length;
+  if (n === 0) throw new InvalidInputError('events', 'must contain at least one event');
+  if (n > limits.maxAppendEvents) {
+    throw new InvalidInputError('events', `must contain at most ${limits.maxAppendEvents} events (got ${n})`);
   }
-  const ids = new Set<string>();
-  return events.map((raw: unknown, i): PreparedEvent => {
-    const f = `events[${i}]`;
-    if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) throw new InvalidInputError(f, 'must be an object');
+  const ids = n > 1 ? new Set<string>() : null;
+  const out: PreparedEvent[] = [];
+  // UTF-8 takes at most 3 bytes per UTF-16 code unit: texts shorter than this are within the limit.
+  const safeChars = Math.floor(limits.maxEventBytes / 3);
+  for (let i = 0; i < n; i++) {
+    const raw = events[i] as unknown;
+    if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) {
+      throw new InvalidInputError(`events[${i}]`, 'must be an object');
+    }
     const e = raw as Partial<NewEvent> & Record<string, unknown>;
-    for (const key of Object.keys(e)) {
-      if (key !== 'id' && key !== 'type' && key !== 'data' && key !== 'metadata') {
-        throw new InvalidInputError(`${f}.${key}`, 'is not an event field (id, type, data, metadata)');
+    for (const key in e) {
+      if (key !== 'id' && key !== 'type' && key !== 'data' && key !== 'metadata' && Object.hasOwn(e, key)) {
+        throw new InvalidInputError(
+          `events[${i}].${key}`,
+          'is not an event field (id, type, data, metadata)',
+        );
       }
     }
+    const rawId = e.id;
     let id: string;
-    if (e.id === undefined) id = uuidv7();
-    else if (typeof e.id !== 'string' || !isUuid(e.id)) throw new InvalidInputError(`${f}.id`, 'must be a UUID');
-    else id = e.id.toLowerCase();
-    if (ids.has(id)) throw new InvalidInputError(`${f}.id`, 'appears twice in the same append');
-    ids.add(id);
-    const type = validateType(e.type, `${f}.type`);
-    if (!('data' in e) || e.data === undefined) throw new InvalidInputError(`${f}.data`, 'is required (use null for none)');
-    const dp = jsonProblem(e.data, `${f}.data`);
-    if (dp) throw new InvalidInputError(`${f}.data`, `must be JSON-serialisable: ${dp}`);
+    if (rawId === undefined) id = uuidv7();
+    else if (typeof rawId !== 'string' || !isUuid(rawId))
+      throw new InvalidInputError(`events[${i}].id`, 'must be a UUID');
+    else id = isLowerCase(rawId) ? rawId : rawId.toLowerCase();
+    if (ids !== null) {
+      if (ids.has(id)) throw new InvalidInputError(`events[${i}].id`, 'appears twice in the same append');
+      ids.add(id);
+    }
+    const type = validateType(e.type, i);
+    const data = e.data;
+    if (data === undefined) {
+      throw new InvalidInputError(`events[${i}].data`, 'is required (use null for none)');
+    }
+    if (!isPlainJson(data)) {
+      const f = `events[${i}].data`;
+      throw new InvalidInputError(
+        f,
+        `must be JSON-serialisable: ${jsonProblem(data, f) ?? 'unknown problem'}`,
+      );
+    }
     const metadata = e.metadata ?? {};
     if (metadata === null || typeof metadata !== 'object' || Array.isArray(metadata)) {
-      throw new InvalidInputError(`${f}.metadata`, 'must be a JSON object');
+      throw new InvalidInputError(`events[${i}].metadata`, 'must be a JSON object');
     }
-    const mp = jsonProblem(metadata, `${f}.metadata`);
-    if (mp) throw new InvalidInputError(`${f}.metadata`, `must be JSON-serialisable: ${mp}`);
-    const data = e.data;
+    if (!isPlainJson(metadata)) {
+      const f = `events[${i}].metadata`;
+      throw new InvalidInputError(
+        f,
+        `must be JSON-serialisable: ${jsonProblem(metadata, f) ?? 'unknown problem'}`,
+      );
+    }
     const dataJson = JSON.stringify(data);
-    const metadataJson = JSON.stringify(metadata);
-    const size = Buffer.byteLength(dataJson) + Buffer.byteLength(metadataJson);
-    if (size > limits.maxEventBytes) throw new TooLargeError(f, size, limits.maxEventBytes);
-    let key: string | undefined;
-    return {
-      id,
-      type,
-      data,
-      metadata,
-      dataJson,
-      metadataJson,
-      // Computed on first use: only a re-used id needs it, so the common append skips the work.
-      get contentKey() {
-        return (key ??= contentKey(type, data, metadata));
-      },
-    };
-  });
+    const metadataJson = e.metadata === undefined ? EMPTY_OBJECT_JSON : JSON.stringify(metadata);
+    if (dataJson.length + metadataJson.length > safeChars) {
+      const size = Buffer.byteLength(dataJson) + Buffer.byteLength(metadataJson);
+      if (size > limits.maxEventBytes) throw new TooLargeError(`events[${i}]`, size, limits.maxEventBytes);
+    }
+    out.push(new Prepared(id, type, data, metadata, dataJson, metadataJson));
+  }
+  return out;
+}
+
+/** True when `s` has no ASCII capital letter (a UUID's only characters that lower-casing changes). */
+function isLowerCase(s: string): boolean {
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c >= 65 && c <= 90) return false;
+  }
+  return true;
 }
 
 /** The text that decides whether a re-appended id carries "the same content". */
