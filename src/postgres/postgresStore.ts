@@ -2,7 +2,7 @@ import type { Client, Pool } from 'pg';
 import type { AppendOptions, EventStore, ReadAllOptions, ReadStreamOptions } from '../core/eventStore.js';
 import type { AppendResult, NewEvent, RecordedEvent } from '../core/event.js';
 import { ClosedError, InvalidInputError } from '../core/errors.js';
-import { normalizeFilter } from '../core/filter.js';
+import { filterKey, normalizeFilter, type EventFilter } from '../core/filter.js';
 import { DEFAULT_LIMITS, type StoreLimits } from '../core/limits.js';
 import type { ConsumerAdmin, DeadLetterAdmin, SubscribeOptions, Subscription } from '../core/subscription.js';
 import { validateLimit, validatePosition, validateStreamName } from '../core/validation.js';
@@ -10,7 +10,7 @@ import { AppendBatcher } from './appendBatcher.js';
 import { appendEvents } from './appendEvents.js';
 import { AppendNotifier } from './appendNotifier.js';
 import { withReconnect, type RetryOptions } from './connectionFaults.js';
-import { EVENT_COLUMNS, filterSql, toRecordedEvent, type PgEventRow } from './eventRows.js';
+import { EVENT_TUPLE_COLUMNS, filterSql, tuplesToRecordedEvents, type PgEventTuple } from './eventRows.js';
 import { loadPg } from './loadPg.js';
 import { EVENT_STORE_MIGRATIONS, runPgMigrations, type PgMigration } from './migrations.js';
 import { SUBSCRIPTION_MIGRATIONS } from './subscriptionSchema.js';
@@ -53,6 +53,10 @@ export class PostgresEventStore implements EventStore {
   private readonly retry: RetryOptions;
   private readonly pageSize: number;
   private readonly batcher: AppendBatcher;
+  /** Reads are round trips: subscriptions read the next page while the current one is processed. */
+  readonly readAhead = true;
+  /** Page queries of `readAll` and the subscriptions, by filter. */
+  private readonly pageQueries = new Map<string, { text: string; params: string[][] }>();
   private closed = false;
   private faults = 0;
 
@@ -117,34 +121,60 @@ export class PostgresEventStore implements EventStore {
     while (remaining > 0) {
       this.assertOpen();
       const size = Math.min(this.pageSize, remaining);
-      const rows = await this.query<PgEventRow>(
-        `SELECT ${EVENT_COLUMNS} FROM ${this.s}.events WHERE stream = $1 AND version >= $2 ORDER BY version LIMIT $3`,
+      const events = await this.queryEvents(
+        `SELECT ${EVENT_TUPLE_COLUMNS} FROM ${this.s}.events WHERE stream = $1 AND version >= $2 ORDER BY version LIMIT $3`,
         [stream, from, size],
       );
-      for (const row of rows) yield toRecordedEvent(row);
-      if (rows.length < size) return;
-      remaining -= rows.length;
-      from = rows[rows.length - 1]!.version + 1;
+      for (const e of events) yield e;
+      if (events.length < size) return;
+      remaining -= events.length;
+      from = events[events.length - 1]!.version + 1;
     }
   }
 
   async *readAll(options: ReadAllOptions = {}): AsyncGenerator<RecordedEvent> {
     let after = options.after === undefined ? 0 : validatePosition(options.after, 'after');
-    const filter = filterSql(normalizeFilter(options.filter), 3);
+    const filter = normalizeFilter(options.filter);
     let remaining = validateLimit(options.limit) ?? Infinity;
     while (remaining > 0) {
-      this.assertOpen();
       const size = Math.min(this.pageSize, remaining);
-      const rows = await this.query<PgEventRow>(
-        `SELECT ${EVENT_COLUMNS} FROM ${this.s}.events
-          WHERE position > $1 AND ${filter.where} ORDER BY position LIMIT $2`,
-        [after, size, ...filter.params],
-      );
-      for (const row of rows) yield toRecordedEvent(row);
-      if (rows.length < size) return;
-      remaining -= rows.length;
-      after = Number(rows[rows.length - 1]!.position);
+      const events = await this.readPage(after, filter, size);
+      for (const e of events) yield e;
+      if (events.length < size) return;
+      remaining -= events.length;
+      after = events[events.length - 1]!.position;
     }
+  }
+
+  /**
+   * Internal (the subscription engine's read, and `readAll`'s pages): up to `limit` events after
+   * `after` that match the normalised `filter`, in position order, in one query.
+   */
+  async readPage(after: number, filter: EventFilter, limit: number): Promise<RecordedEvent[]> {
+    this.assertOpen();
+    const key = filterKey(filter);
+    let q = this.pageQueries.get(key);
+    if (!q) {
+      const sql = filterSql(filter, 3);
+      q = {
+        text: `SELECT ${EVENT_TUPLE_COLUMNS} FROM ${this.s}.events WHERE position > $1 AND ${sql.where} ORDER BY position LIMIT $2`,
+        params: sql.params,
+      };
+      // A handful of filters per store in practice; the bound keeps one-off filters from growing it.
+      if (this.pageQueries.size >= 64) this.pageQueries.clear();
+      this.pageQueries.set(key, q);
+    }
+    return this.queryEvents(q.text, [after, limit, ...q.params]);
+  }
+
+  /** Runs a read of `EVENT_TUPLE_COLUMNS` (rows as arrays: no object per row to build and drop). */
+  private async queryEvents(text: string, values: unknown[]): Promise<RecordedEvent[]> {
+    const r = await withReconnect(
+      () => this.pool.query<PgEventTuple>({ text, values, rowMode: 'array' }),
+      this.retry,
+      this.countFault,
+    );
+    return tuplesToRecordedEvents(r.rows);
   }
 
   async headPosition(): Promise<number> {

@@ -32,6 +32,42 @@ export function toRecordedEvent(row: EventRow): RecordedEvent {
   };
 }
 
+/**
+ * A row of `idem_events` read in raw mode (`statement.raw(true)`): the `EVENT_COLUMNS` as an array.
+ * The read paths use it because better-sqlite3 builds an array per row faster than an object with
+ * eight named properties, and the row is garbage as soon as the event is built.
+ */
+export type EventTuple = [
+  position: number,
+  id: string,
+  stream: string,
+  version: number,
+  type: string,
+  data: string,
+  metadata: string,
+  recordedAt: string,
+];
+
+export function tupleToRecordedEvent(row: EventTuple): RecordedEvent {
+  return {
+    id: row[1],
+    stream: row[2],
+    type: row[4],
+    version: row[3],
+    position: row[0],
+    data: JSON.parse(row[5]) as JsonValue,
+    metadata: JSON.parse(row[6]) as JsonObject,
+    recordedAt: row[7],
+  };
+}
+
+/** The events of one page of raw rows, in order. */
+export function tuplesToRecordedEvents(rows: readonly EventTuple[]): RecordedEvent[] {
+  const out = new Array<RecordedEvent>(rows.length);
+  for (let i = 0; i < rows.length; i++) out[i] = tupleToRecordedEvent(rows[i]!);
+  return out;
+}
+
 export function toExistingEvent(row: EventRow): ExistingEvent {
   return {
     id: row.id,

@@ -6,14 +6,14 @@ import type { AppendOptions, EventStore, ReadAllOptions, ReadStreamOptions } fro
 import type { AppendResult, NewEvent, RecordedEvent } from '../core/event.js';
 import { ClosedError, InvalidInputError } from '../core/errors.js';
 import { parseExpectedVersion } from '../core/expectedVersion.js';
-import { normalizeFilter } from '../core/filter.js';
+import { filterKey, normalizeFilter, type EventFilter } from '../core/filter.js';
 import { DEFAULT_LIMITS, type StoreLimits } from '../core/limits.js';
 import type { ConsumerAdmin, DeadLetterAdmin, SubscribeOptions, Subscription } from '../core/subscription.js';
 import { prepareAppend, validateLimit, validatePosition, validateStreamName } from '../core/validation.js';
 import { SubscriptionService } from '../subscriptions/subscriptionService.js';
 import { SqliteSubscriptionState } from './subscriptionState.js';
 import { AppendBatcher } from './appendBatcher.js';
-import { EVENT_COLUMNS, filterSql, toRecordedEvent, type EventRow } from './eventRows.js';
+import { EVENT_COLUMNS, filterSql, tuplesToRecordedEvents, type EventTuple } from './eventRows.js';
 import { runMigrations, STORE_MIGRATIONS } from './migrations.js';
 
 /**
@@ -50,6 +50,9 @@ export class SqliteEventStore implements EventStore {
   private readonly batcher: AppendBatcher;
   private readonly listeners = new AppendListeners();
   private readonly pageSize: number;
+  /** Prepared page queries of `readAll` and the subscriptions, by filter (raw mode: rows as arrays). */
+  private readonly pageQueries = new Map<string, { stmt: Database.Statement; params: (string | number)[] }>();
+  private streamPageStmt: Database.Statement | undefined;
   private closed = false;
 
   private readonly subscriptions: SubscriptionService;
@@ -96,34 +99,63 @@ export class SqliteEventStore implements EventStore {
     validateStreamName(stream);
     let from = options.fromVersion === undefined ? 1 : validatePosition(options.fromVersion, 'fromVersion');
     let remaining = validateLimit(options.limit) ?? Infinity;
-    const stmt = this.db.prepare(
-      `SELECT ${EVENT_COLUMNS} FROM idem_events WHERE stream = ? AND version >= ? ORDER BY version LIMIT ?`,
-    );
+    this.assertOpen();
+    const stmt = (this.streamPageStmt ??= this.db
+      .prepare(`SELECT ${EVENT_COLUMNS} FROM idem_events WHERE stream = ? AND version >= ? ORDER BY version LIMIT ?`)
+      .raw(true));
     while (remaining > 0) {
       this.assertOpen();
-      const rows = stmt.all(stream, from, Math.min(this.pageSize, remaining)) as EventRow[];
-      for (const row of rows) yield toRecordedEvent(row);
-      if (rows.length < Math.min(this.pageSize, remaining)) return;
-      remaining -= rows.length;
-      from = rows[rows.length - 1]!.version + 1;
+      const size = Math.min(this.pageSize, remaining);
+      const events = tuplesToRecordedEvents(stmt.all(stream, from, size) as EventTuple[]);
+      for (const e of events) yield e;
+      if (events.length < size) return;
+      remaining -= events.length;
+      from = events[events.length - 1]!.version + 1;
     }
   }
 
   async *readAll(options: ReadAllOptions = {}): AsyncGenerator<RecordedEvent> {
     let after = options.after === undefined ? 0 : validatePosition(options.after, 'after');
-    const filter = filterSql(normalizeFilter(options.filter));
+    const filter = normalizeFilter(options.filter);
     let remaining = validateLimit(options.limit) ?? Infinity;
-    const stmt = this.db.prepare(
-      `SELECT ${EVENT_COLUMNS} FROM idem_events WHERE position > ? AND ${filter.where} ORDER BY position LIMIT ?`,
-    );
     while (remaining > 0) {
       this.assertOpen();
-      const rows = stmt.all(after, ...filter.params, Math.min(this.pageSize, remaining)) as EventRow[];
-      for (const row of rows) yield toRecordedEvent(row);
-      if (rows.length < Math.min(this.pageSize, remaining)) return;
-      remaining -= rows.length;
-      after = rows[rows.length - 1]!.position;
+      const size = Math.min(this.pageSize, remaining);
+      const events = this.page(after, filter, size);
+      for (const e of events) yield e;
+      if (events.length < size) return;
+      remaining -= events.length;
+      after = events[events.length - 1]!.position;
     }
+  }
+
+  /**
+   * Internal (the subscription engine's read): up to `limit` events after `after` that match the
+   * normalised `filter`, in position order, as one array: one query, and no promise per event.
+   */
+  readPage(after: number, filter: EventFilter, limit: number): Promise<RecordedEvent[]> {
+    try {
+      this.assertOpen();
+      return Promise.resolve(this.page(after, filter, limit));
+    } catch (err) {
+      return Promise.reject(err instanceof Error ? err : new Error(String(err)));
+    }
+  }
+
+  private page(after: number, filter: EventFilter, limit: number): RecordedEvent[] {
+    const key = filterKey(filter);
+    let q = this.pageQueries.get(key);
+    if (!q) {
+      const sql = filterSql(filter);
+      const stmt = this.db
+        .prepare(`SELECT ${EVENT_COLUMNS} FROM idem_events WHERE position > ? AND ${sql.where} ORDER BY position LIMIT ?`)
+        .raw(true);
+      // A handful of filters per store in practice; the bound keeps a stream of one-off filters from growing it.
+      if (this.pageQueries.size >= 64) this.pageQueries.clear();
+      q = { stmt, params: sql.params };
+      this.pageQueries.set(key, q);
+    }
+    return tuplesToRecordedEvents(q.stmt.all(after, ...q.params, limit) as EventTuple[]);
   }
 
   async headPosition(): Promise<number> {

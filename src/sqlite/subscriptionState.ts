@@ -59,6 +59,9 @@ const SELECT_CONSUMER = `SELECT c.*, (SELECT count(*) FROM idem_dead_letters d W
  * an IMMEDIATE transaction, so processes sharing the file see each method as one atomic step.
  */
 export class SqliteSubscriptionState implements SubscriptionStateBackend {
+  /** Prepared statements by SQL text (preparing costs more than running most of these). */
+  private readonly statements = new Map<string, Database.Statement>();
+
   constructor(
     private readonly db: Database.Database,
     private readonly now: () => number = Date.now,
@@ -74,8 +77,7 @@ export class SqliteSubscriptionState implements SubscriptionStateBackend {
         return { ok: true, created: false, state: toState(row) };
       }
       const at = this.iso();
-      this.db
-        .prepare(
+      this.sql(
           `INSERT INTO idem_consumers (name, filter, filter_key, position, epoch, status, created_at, updated_at)
            VALUES (?, ?, ?, ?, 0, 'stopped', ?, ?)`,
         )
@@ -93,8 +95,7 @@ export class SqliteSubscriptionState implements SubscriptionStateBackend {
         return { ok: false, reason: 'busy', owner: row.owner, leaseExpiresAt: new Date(row.lease_expires_at).toISOString() };
       }
       const expires = now + ttlMs;
-      this.db
-        .prepare(
+      this.sql(
           `UPDATE idem_consumers SET epoch = epoch + 1, owner = ?, lease_expires_at = ?, status = 'running',
              last_error = NULL, failed_event = NULL, updated_at = ? WHERE name = ?`,
         )
@@ -106,7 +107,7 @@ export class SqliteSubscriptionState implements SubscriptionStateBackend {
   renew(name: string, epoch: number, ttlMs: number): Promise<RenewResult> {
     return this.write(() => {
       const expires = this.now() + ttlMs;
-      const r = this.db.prepare(`UPDATE idem_consumers SET lease_expires_at = ? WHERE name = ? AND epoch = ?`).run(expires, name, epoch);
+      const r = this.sql(`UPDATE idem_consumers SET lease_expires_at = ? WHERE name = ? AND epoch = ?`).run(expires, name, epoch);
       if (r.changes === 0) return this.fenced(name);
       return { ok: true, leaseExpiresAt: new Date(expires).toISOString() };
     });
@@ -114,8 +115,7 @@ export class SqliteSubscriptionState implements SubscriptionStateBackend {
 
   release(name: string, epoch: number, failure?: FailureInfo): Promise<WriteResult> {
     return this.write(() => {
-      const r = this.db
-        .prepare(
+      const r = this.sql(
           `UPDATE idem_consumers SET owner = NULL, lease_expires_at = NULL, status = ?, last_error = ?, failed_event = ?,
              updated_at = ? WHERE name = ? AND epoch = ?`,
         )
@@ -133,16 +133,20 @@ export class SqliteSubscriptionState implements SubscriptionStateBackend {
 
   ack(name: string, epoch: number, position: number, resolveIds: readonly string[]): Promise<AckResult> {
     return this.write(() => {
-      const row = this.row(name);
+      const row = this.sql(`SELECT epoch, position FROM idem_consumers WHERE name = ?`).get(name) as
+        | { epoch: number; position: number }
+        | undefined;
       if (!row || row.epoch !== epoch) return this.fenced(name);
       if (position > row.position) {
-        this.db.prepare(`UPDATE idem_consumers SET position = ?, updated_at = ? WHERE name = ?`).run(position, this.iso(), name);
+        this.sql(`UPDATE idem_consumers SET position = ?, updated_at = ? WHERE name = ?`).run(position, this.iso(), name);
       }
-      const resolve = this.db.prepare(
-        `UPDATE idem_dead_letters SET status = 'resolved' WHERE consumer = ? AND event_id = ? AND status = 'retrying'`,
-      );
       let resolved = 0;
-      for (const id of resolveIds) resolved += resolve.run(name, id).changes;
+      if (resolveIds.length > 0) {
+        const resolve = this.sql(
+          `UPDATE idem_dead_letters SET status = 'resolved' WHERE consumer = ? AND event_id = ? AND status = 'retrying'`,
+        );
+        for (const id of resolveIds) resolved += resolve.run(name, id).changes;
+      }
       return { ok: true, position: Math.max(position, row.position), resolved };
     });
   }
@@ -153,8 +157,7 @@ export class SqliteSubscriptionState implements SubscriptionStateBackend {
       if (!row || row.epoch !== epoch) return this.fenced(name);
       const { event } = request;
       const existing = this.letter(name, event.id);
-      const first = this.db
-        .prepare(
+      const first = this.sql(
           `SELECT event_id FROM idem_dead_letters WHERE consumer = ? AND stream = ? AND ${ACTIVE} AND position < ? AND event_id <> ?
            ORDER BY position LIMIT 1`,
         )
@@ -164,14 +167,12 @@ export class SqliteSubscriptionState implements SubscriptionStateBackend {
           return { ok: true, parked: true, record: toRecord(existing) };
         }
         if (!first) return { ok: true, parked: false, record: null };
-        const retrying = this.db
-          .prepare(`SELECT 1 FROM idem_dead_letters WHERE consumer = ? AND stream = ? AND status = 'retrying' LIMIT 1`)
+        const retrying = this.sql(`SELECT 1 FROM idem_dead_letters WHERE consumer = ? AND stream = ? AND status = 'retrying' LIMIT 1`)
           .get(name, event.stream);
         this.upsert(name, event, request, retrying ? 'retrying' : 'parked', first.event_id);
         return { ok: true, parked: true, record: toRecord(this.letter(name, event.id)!) };
       }
-      this.db
-        .prepare(
+      this.sql(
           `UPDATE idem_dead_letters SET status = 'parked', behind = coalesce(?, behind)
            WHERE consumer = ? AND stream = ? AND ${ACTIVE} AND position > ?`,
         )
@@ -189,19 +190,19 @@ export class SqliteSubscriptionState implements SubscriptionStateBackend {
   }
 
   list(): Promise<ConsumerState[]> {
-    return this.read(() => (this.db.prepare(`${SELECT_CONSUMER} ORDER BY c.name`).all() as ConsumerRow[]).map(toState));
+    return this.read(() => (this.sql(`${SELECT_CONSUMER} ORDER BY c.name`).all() as ConsumerRow[]).map(toState));
   }
 
   reset(name: string, position: number): Promise<AdminResult> {
     return this.admin(name, () => {
-      this.db.prepare(`UPDATE idem_consumers SET position = ?, updated_at = ? WHERE name = ?`).run(position, this.iso(), name);
+      this.sql(`UPDATE idem_consumers SET position = ?, updated_at = ? WHERE name = ?`).run(position, this.iso(), name);
     });
   }
 
   delete(name: string): Promise<AdminResult> {
     return this.admin(name, () => {
-      this.db.prepare(`DELETE FROM idem_dead_letters WHERE consumer = ?`).run(name);
-      this.db.prepare(`DELETE FROM idem_consumers WHERE name = ?`).run(name);
+      this.sql(`DELETE FROM idem_dead_letters WHERE consumer = ?`).run(name);
+      this.sql(`DELETE FROM idem_consumers WHERE name = ?`).run(name);
     });
   }
 
@@ -222,13 +223,13 @@ export class SqliteSubscriptionState implements SubscriptionStateBackend {
       }
       const limit = options.limit === undefined ? '' : ` LIMIT ${Math.floor(options.limit)}`;
       const sql = `SELECT * FROM idem_dead_letters WHERE ${where.join(' AND ')} ORDER BY position${limit}`;
-      return (this.db.prepare(sql).all(...params) as LetterRow[]).map(toRecord);
+      return (this.sql(sql).all(...params) as LetterRow[]).map(toRecord);
     });
   }
 
   blockedStreams(name: string): Promise<string[]> {
     return this.read(() =>
-      (this.db.prepare(`SELECT DISTINCT stream FROM idem_dead_letters WHERE consumer = ? AND ${ACTIVE}`).all(name) as { stream: string }[]).map(
+      (this.sql(`SELECT DISTINCT stream FROM idem_dead_letters WHERE consumer = ? AND ${ACTIVE}`).all(name) as { stream: string }[]).map(
         (r) => r.stream,
       ),
     );
@@ -238,8 +239,7 @@ export class SqliteSubscriptionState implements SubscriptionStateBackend {
     return this.write(() => {
       const stream = this.selectedStream(name, selector);
       if (stream === null) return 0;
-      return this.db
-        .prepare(`UPDATE idem_dead_letters SET status = 'retrying' WHERE consumer = ? AND stream = ? AND status = 'parked'`)
+      return this.sql(`UPDATE idem_dead_letters SET status = 'retrying' WHERE consumer = ? AND stream = ? AND status = 'parked'`)
         .run(name, stream).changes;
     });
   }
@@ -248,8 +248,7 @@ export class SqliteSubscriptionState implements SubscriptionStateBackend {
     return this.write(() => {
       const stream = this.selectedStream(name, selector);
       if (stream === null) return 0;
-      return this.db
-        .prepare(
+      return this.sql(
           `UPDATE idem_dead_letters SET status = 'skipped', skipped_by = ?, skipped_at = ? WHERE consumer = ? AND stream = ? AND ${ACTIVE}`,
         )
         .run(by, this.iso(), name, stream).changes;
@@ -297,16 +296,27 @@ export class SqliteSubscriptionState implements SubscriptionStateBackend {
   }
 
   private fenced(name: string): Fenced {
-    const row = this.db.prepare(`SELECT epoch FROM idem_consumers WHERE name = ?`).get(name) as { epoch: number } | undefined;
+    const row = this.sql(`SELECT epoch FROM idem_consumers WHERE name = ?`).get(name) as { epoch: number } | undefined;
     return { ok: false, reason: 'fenced', currentEpoch: row?.epoch ?? null };
   }
 
   private row(name: string): ConsumerRow | undefined {
-    return this.db.prepare(`${SELECT_CONSUMER} WHERE c.name = ?`).get(name) as ConsumerRow | undefined;
+    return this.sql(`${SELECT_CONSUMER} WHERE c.name = ?`).get(name) as ConsumerRow | undefined;
   }
 
   private letter(name: string, id: string): LetterRow | undefined {
-    return this.db.prepare(`SELECT * FROM idem_dead_letters WHERE consumer = ? AND event_id = ?`).get(name, id) as LetterRow | undefined;
+    return this.sql(`SELECT * FROM idem_dead_letters WHERE consumer = ? AND event_id = ?`).get(name, id) as LetterRow | undefined;
+  }
+
+  private sql(text: string): Database.Statement {
+    let stmt = this.statements.get(text);
+    if (!stmt) {
+      // A few dozen texts in practice (LIMIT values vary); the bound keeps the map small anyway.
+      if (this.statements.size >= 200) this.statements.clear();
+      stmt = this.db.prepare(text);
+      this.statements.set(text, stmt);
+    }
+    return stmt;
   }
 
   private iso(): string {

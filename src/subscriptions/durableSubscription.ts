@@ -1,4 +1,5 @@
 import type { RecordedEvent } from '../core/event.js';
+import type { EventFilter } from '../core/filter.js';
 import { ClosedError, FencedError, InvalidInputError, isIdemError } from '../core/errors.js';
 import type { FailureInfo, ParkInfo, Subscription, SubscriptionMessage } from '../core/subscription.js';
 import { validatePosition } from '../core/validation.js';
@@ -42,6 +43,10 @@ export class DurableSubscription implements Subscription {
   /** Redelivered dead letters not yet resolved by an ack, by event id. */
   private readonly redelivered = new Map<string, RecordedEvent>();
   private redeliveredHigh = 0;
+  /** The page being read ahead (see `readAhead`). */
+  private ahead: { after: number; page: Promise<RecordedEvent[]> } | null = null;
+  /** When to look for retrying dead letters even with no stream blocked here (see `nextRedelivery`). */
+  private nextRedeliveryCheck = 0;
   /** Streams with an active dead letter as far as this owner knows (only it adds; admin may remove). */
   private readonly blocked: Set<string>;
   /** Local estimate of the lease's end; delivery renews first once it has passed. */
@@ -181,9 +186,11 @@ export class DurableSubscription implements Subscription {
   }
 
   private async *run(): AsyncGenerator<SubscriptionMessage> {
-    const { source } = this.deps;
     const { filter, batchSize, maxInFlight } = this.options;
     let caughtUp = false;
+    // While pages come back full the log goes on, so the head (only needed to prove an empty page
+    // means "caught up") is not read before the next page.
+    let lastPageFull = false;
     try {
       for (;;) {
         if (this.stopped()) return;
@@ -191,31 +198,40 @@ export class DurableSubscription implements Subscription {
         const room = maxInFlight - this.outstanding.length - this.redelivered.size;
         if (room > 0) {
           const limit = Math.min(room, batchSize);
-          const again = await this.nextRedelivery(limit);
-          if (this.stopped()) return;
-          if (again.length > 0) {
-            yield { kind: 'events', events: again, redelivery: true };
-            continue;
+          if (this.blocked.size > 0 || Date.now() >= this.nextRedeliveryCheck) {
+            const again = await this.nextRedelivery(limit);
+            if (this.stopped()) return;
+            if (again.length > 0) {
+              yield { kind: 'events', events: again, redelivery: true };
+              continue;
+            }
           }
-          const head = caughtUp ? 0 : await source.headPosition();
-          const read: RecordedEvent[] = [];
-          for await (const e of source.readAll({ after: this.readPos, filter, limit })) read.push(e);
+          // Read before the page, so that an empty page proves everything up to the head was read.
+          const head = caughtUp || lastPageFull ? null : await this.deps.source.headPosition();
+          const read = await this.readPage(filter, limit);
           if (this.stopped()) return;
+          lastPageFull = read.length >= limit;
           if (read.length > 0) {
             // An owner that missed its heartbeats (a long pause) checks the lease before delivering.
             if (Date.now() >= this.leaseDeadline) await this.renew();
             if (this.stopped()) return;
             this.readPos = read[read.length - 1]!.position;
             const deliver = await this.locked(() => this.sortOut(read));
+            if (lastPageFull && this.deps.source.readAhead) {
+              const roomAfter = maxInFlight - this.outstanding.length - this.redelivered.size;
+              if (roomAfter > 0) this.readAhead(filter, Math.min(roomAfter, batchSize));
+            }
             if (deliver.length > 0) yield { kind: 'events', events: deliver, redelivery: false };
             continue;
           }
           if (!caughtUp) {
+            // The head was not read before this (empty) page: read it, then the page again.
+            if (head === null) continue;
             caughtUp = true;
             yield { kind: 'caught_up', position: Math.max(head, this.readPos) };
             continue;
           }
-        } else if (!caughtUp && (await source.headPosition()) <= this.readPos) {
+        } else if (!caughtUp && (await this.deps.source.headPosition()) <= this.readPos) {
           // Everything up to the head is delivered though not yet acknowledged: say so now.
           caughtUp = true;
           yield { kind: 'caught_up', position: this.readPos };
@@ -229,8 +245,47 @@ export class DurableSubscription implements Subscription {
     }
   }
 
-  /** Retrying dead letters not yet redelivered here, in position order. */
+  /** The next page of the log after `readPos` (at most `limit` events): the page read ahead, if any. */
+  private async readPage(filter: EventFilter, limit: number): Promise<RecordedEvent[]> {
+    const ahead = this.ahead;
+    this.ahead = null;
+    if (ahead && ahead.after === this.readPos) {
+      const page = await ahead.page;
+      // Redeliveries may have taken some of the room since: keep to the limit (readPos follows).
+      return page.length > limit ? page.slice(0, limit) : page;
+    }
+    return this.fetchPage(this.readPos, filter, limit);
+  }
+
+  /**
+   * Starts reading the page after `readPos` while the consumer processes the one just delivered, for
+   * sources whose reads wait on I/O (`readAhead`). At most one page is read ahead, and only within
+   * the room `maxInFlight` leaves, so memory stays bounded by `maxInFlight` events.
+   */
+  private readAhead(filter: EventFilter, limit: number): void {
+    const page = this.fetchPage(this.readPos, filter, limit);
+    // Consumed (and its error thrown) by the next `readPage`; dropped unseen if the subscription ends first.
+    page.catch(() => undefined);
+    this.ahead = { after: this.readPos, page };
+  }
+
+  /** One page of the log: one query where the source can, else collected from `readAll`. */
+  private async fetchPage(after: number, filter: EventFilter, limit: number): Promise<RecordedEvent[]> {
+    const { source } = this.deps;
+    if (source.readPage) return source.readPage(after, filter, limit);
+    const read: RecordedEvent[] = [];
+    for await (const e of source.readAll({ after, filter, limit })) read.push(e);
+    return read;
+  }
+
+  /**
+   * Retrying dead letters not yet redelivered here, in position order. Only streams with an active
+   * dead letter can have retrying ones, and only the owner adds such streams (to `blocked`, which
+   * starts with the backend's list), so with none blocked the query runs only once per polling
+   * interval (a safety net), not once per page.
+   */
   private async nextRedelivery(limit: number): Promise<RecordedEvent[]> {
+    this.nextRedeliveryCheck = Date.now() + this.deps.pollIntervalMs;
     const rows = await this.deps.backend.deadLetters(this.consumer, {
       status: 'retrying',
       limit: this.redelivered.size + limit,

@@ -1,4 +1,6 @@
+import type { RecordedEvent } from '../core/event.js';
 import type { EventStore } from '../core/eventStore.js';
+import type { EventFilter } from '../core/filter.js';
 
 /**
  * What the subscription engine needs from a store: its reads, and optionally an in-process hook fired
@@ -9,4 +11,15 @@ export interface SubscriptionSource {
   readAll: EventStore['readAll'];
   headPosition: EventStore['headPosition'];
   onAppend?(listener: (head: number) => void): () => void;
+  /**
+   * Optional fast path for delivery: up to `limit` events after position `after` that match the
+   * normalised `filter`, in position order, read as one page (one query) and returned as one array.
+   * Without it the engine collects a page from `readAll`.
+   */
+  readPage?(after: number, filter: EventFilter, limit: number): Promise<RecordedEvent[]>;
+  /**
+   * True when a read waits on I/O (a network round trip): the engine then reads the next page while
+   * the consumer processes the current one. Not worth it for a synchronous embedded read.
+   */
+  readonly readAhead?: boolean;
 }
