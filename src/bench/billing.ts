@@ -44,6 +44,31 @@ export function sqliteBillingHandler(
   };
 }
 
+/** The set-based upsert of a batch, summed per customer: one statement for all the events (a JSON array of [customer, invoiced, paid]). */
+export const SQLITE_BILLING_UPSERT_SET = `
+  INSERT INTO billing_accounts (customer, invoiced, paid, events)
+  SELECT json_extract(value, '$[0]'), sum(json_extract(value, '$[1]')), sum(json_extract(value, '$[2]')), count(*)
+  FROM json_each(?) WHERE true GROUP BY 1
+  ON CONFLICT (customer) DO UPDATE SET invoiced = invoiced + excluded.invoiced,
+    paid = paid + excluded.paid, events = events + excluded.events`;
+
+/** The batch handler (`handleBatch`): the batch's new events in one set-based upsert on the target's connection. */
+export function sqliteBillingBatchHandler(
+  db: Database.Database,
+): (events: RecordedEvent[], ctx: { tx: Database.Database }) => void {
+  const upsert = db.prepare(SQLITE_BILLING_UPSERT_SET);
+  return (events) => {
+    upsert.run(
+      JSON.stringify(
+        events.map((e) => {
+          const c = billingChange(e);
+          return [c.customer, c.invoiced, c.paid];
+        }),
+      ),
+    );
+  };
+}
+
 export function sqliteBilledEvents(db: Database.Database): number {
   return (db.prepare('SELECT coalesce(sum(events), 0) AS n FROM billing_accounts').get() as { n: number }).n;
 }
@@ -79,3 +104,17 @@ export const PG_BILLING_UPSERT_SET = `
   SELECT c, sum(i), sum(p), count(*) FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS t(c, i, p) GROUP BY c
   ON CONFLICT (customer) DO UPDATE SET invoiced = billing_accounts.invoiced + excluded.invoiced,
     paid = billing_accounts.paid + excluded.paid, events = billing_accounts.events + excluded.events`;
+
+/** The batch handler (`handleBatch`): the batch's new events in one set-based upsert through `ctx.tx`. */
+export async function pgBillingBatchHandler(events: RecordedEvent[], ctx: { tx: PoolClient }): Promise<void> {
+  const customers: string[] = [];
+  const invoiced: number[] = [];
+  const paid: number[] = [];
+  for (const e of events) {
+    const c = billingChange(e);
+    customers.push(c.customer);
+    invoiced.push(c.invoiced);
+    paid.push(c.paid);
+  }
+  await ctx.tx.query({ name: 'bench_billing_upsert_set', text: PG_BILLING_UPSERT_SET, values: [customers, invoiced, paid] });
+}

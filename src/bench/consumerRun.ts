@@ -1,14 +1,16 @@
 import { setTimeout as delay } from 'node:timers/promises';
 import type { ConsumerTarget } from '../core/consumerTarget.js';
 import type { EventStore } from '../core/eventStore.js';
-import { createConsumer, type Consumer, type Guard, type Handler } from '../consumer/index.js';
+import { createConsumer, type BatchHandler, type Consumer, type Guard, type Handler } from '../consumer/index.js';
 import { timed, type Timed } from './measure.js';
 
 export interface ConsumerRunSpec<Tx> {
   name: string;
   source: EventStore;
   target: ConsumerTarget<Tx>;
-  handle: Handler<Tx>;
+  /** The per-event handler, or (`handleBatch`) the batch handler: exactly one. */
+  handle?: Handler<Tx>;
+  handleBatch?: BatchHandler<Tx>;
   /** @default ['event-id', 'entity-version'] (ledger rows and entity versions, as the issue asks) */
   guard?: Guard[];
   /** @default 500 */
@@ -43,7 +45,7 @@ export async function timeConsumer<Tx>(spec: ConsumerRunSpec<Tx>, events: number
     source: spec.source,
     target: spec.target,
     guard: spec.guard ?? ['event-id', 'entity-version'],
-    handle: spec.handle,
+    ...(spec.handleBatch ? { handleBatch: spec.handleBatch } : spec.handle ? { handle: spec.handle } : {}),
     batch: { size: spec.batchSize ?? 500 },
   });
   try {

@@ -2,6 +2,8 @@
 export { createConsumer } from './consumer.js';
 export type { Consumer, ConsumerRuntimeStatus, ConsumerState } from './consumer.js';
 export type {
+  BatchHandler,
+  BatchHandlerContext,
   BatchOptions,
   ConsumerMetricsOptions,
   ConsumerOptions,

@@ -41,6 +41,35 @@ export interface HandlerContext<Tx> {
 
 export type Handler<Tx> = (event: RecordedEvent, ctx: HandlerContext<Tx>) => void | Promise<void>;
 
+/** What a batch handler gets besides the events. */
+export interface BatchHandlerContext<Tx> {
+  /** The target's open transaction, as for `handle`. */
+  readonly tx: Tx;
+  /** The consumer's name. */
+  readonly consumer: string;
+  /** 1 while events are handled together; 2, 3... when one event is retried alone after it failed. */
+  readonly attempt: number;
+  /** True when the events are dead letters delivered again by `deadLetters.retry`. */
+  readonly redelivery: boolean;
+  /** Positions of the events that were read from the store to fill a version gap (entity-version guard). */
+  readonly recovered: ReadonlySet<number>;
+  /** As `HandlerContext.addOnce`. */
+  addOnce(counter: string, member: string, amount?: number): Promise<boolean>;
+  /** As `HandlerContext.effect`, for one of the events (its id is the default key). */
+  effect(event: RecordedEvent, kind: string, payload: unknown, options?: EffectCallOptions): Promise<EffectWrite>;
+  /** The consumer's version from its name (`billing_v3` -> 3), or null for an unversioned name. */
+  readonly version: number | null;
+  /** What a versioned projection appends to its table names: `_v3` for `billing_v3`, '' without a version. */
+  readonly tableSuffix: string;
+}
+
+/**
+ * A handler of several events at once, in position order, after the guards removed duplicates: for
+ * set-shaped writes (one statement per batch). If it throws, the runtime isolates the failing event
+ * (see docs/consumers.md, "Batch handlers") and `onError` applies to that event alone.
+ */
+export type BatchHandler<Tx> = (events: RecordedEvent[], ctx: BatchHandlerContext<Tx>) => void | Promise<void>;
+
 export interface ErrorPolicy {
   /** Tries per event, the first included. @default 3 */
   attempts?: number;
@@ -79,7 +108,10 @@ export interface ConsumerOptions<Tx> {
   target: ConsumerTarget<Tx>;
   /** How duplicates are recognised; an array combines guards. @default 'event-id' */
   guard?: Guard | Guard[];
-  handle: Handler<Tx>;
+  /** Handles one event. Give either `handle` or `handleBatch`. */
+  handle?: Handler<Tx>;
+  /** Handles the new events of a batch in one call. Give either `handle` or `handleBatch`. */
+  handleBatch?: BatchHandler<Tx>;
   onError?: ErrorPolicy;
   /** Version gaps (entity-version guard): read the missing versions and apply them, or fail. @default 'recover' */
   gaps?: 'recover' | 'fail';
@@ -105,7 +137,9 @@ export interface ResolvedOptions<Tx> {
   filter: EventFilter;
   target: ConsumerTarget<Tx>;
   guards: GuardSet;
-  handle: Handler<Tx>;
+  /** Exactly one of `handle` and `handleBatch` is set. */
+  handle: Handler<Tx> | null;
+  handleBatch: BatchHandler<Tx> | null;
   onError: Required<ErrorPolicy>;
   gaps: 'recover' | 'fail';
   batch: Required<BatchOptions>;
@@ -139,7 +173,14 @@ export function resolveOptions<Tx>(options: ConsumerOptions<Tx>): ResolvedOption
   if (!target || typeof target.transaction !== 'function') {
     throw new InvalidInputError('target', 'must be a consumer target (sqliteTarget or postgresTarget)');
   }
-  if (typeof options.handle !== 'function') throw new InvalidInputError('handle', 'must be a function');
+  const handle = options.handle as unknown;
+  const handleBatch = options.handleBatch as unknown;
+  if (handle !== undefined && handleBatch !== undefined) {
+    throw new InvalidInputError('handleBatch', 'cannot be given together with handle (choose one)');
+  }
+  if (handleBatch !== undefined) {
+    if (typeof handleBatch !== 'function') throw new InvalidInputError('handleBatch', 'must be a function');
+  } else if (typeof handle !== 'function') throw new InvalidInputError('handle', 'must be a function');
   const e = options.onError ?? {};
   const then = e.then ?? 'stop';
   if (then !== 'stop' && then !== 'dead-letter') throw new InvalidInputError('onError.then', "must be 'stop' or 'dead-letter'");
@@ -165,7 +206,8 @@ export function resolveOptions<Tx>(options: ConsumerOptions<Tx>): ResolvedOption
     filter: normalizeFilter(options.filter, 'filter'),
     target,
     guards: normalizeGuards(options.guard, 'guard'),
-    handle: options.handle,
+    handle: options.handleBatch === undefined ? (options.handle ?? null) : null,
+    handleBatch: options.handleBatch ?? null,
     onError: {
       attempts: intOption(e.attempts, 'onError.attempts', 1, 3),
       backoff,

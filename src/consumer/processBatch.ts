@@ -4,7 +4,8 @@ import type { RecordedEvent } from '../core/event.js';
 import { matchesFilter } from '../core/filter.js';
 import type { ParkInfo } from '../core/subscription.js';
 import { backoffDelay, sleep } from './backoff.js';
-import type { HandlerContext, ResolvedOptions } from './options.js';
+import type { EffectCallOptions, EffectWrite } from '../core/effectTypes.js';
+import type { BatchHandlerContext, HandlerContext, ResolvedOptions } from './options.js';
 import { VersionGapError } from './versionGapError.js';
 import { parseVersionedName } from '../core/versionedName.js';
 
@@ -45,11 +46,30 @@ interface Failure {
   fatal: boolean;
 }
 
-/** Thrown out of a fast-path transaction (no savepoints) so the batch is redone with a savepoint per event. */
+/**
+ * Thrown out of a batch's transaction to run the batch again: from the fast path (no savepoints) when
+ * a handler failed, or when a batch handler's failing event was isolated (`position`), so that the
+ * next run handles that event alone, after its predecessors and before its successors.
+ */
 class SlowPathNeeded extends Error {
-  constructor(readonly position: number) {
-    super('a handler failed on the fast path');
+  constructor(
+    readonly position: number | null,
+    readonly error: Error,
+  ) {
+    super('a handler failed; the batch runs again with isolation');
   }
+}
+
+/** A failed try of one event before the current run: how many attempts it used, and the last error. */
+interface Tried {
+  attempts: number;
+  error: Error;
+}
+
+/** An event a batch handler will get: new after the guards, possibly read from the store to fill a gap. */
+interface Pending {
+  e: RecordedEvent;
+  recovered: boolean;
 }
 
 function errorInfo(err: Error): NonNullable<ParkInfo['error']> {
@@ -62,16 +82,26 @@ function asError(err: unknown): Error {
 
 /**
  * Runs one delivered batch in one target transaction: checkpoint and ledger lookups, the handler per new
- * event, ledger rows, entity versions and checkpoint, parks, commit. The batch first runs without
- * savepoints; when a handler throws, it rolls back and runs again with a savepoint per event, so a
- * failing event's work is undone alone and its neighbours' work commits.
+ * event (or the batch handler once for all of them), ledger rows, entity versions and checkpoint, parks,
+ * commit. The batch first runs without savepoints. When a handler throws, it rolls back and runs again
+ * with isolation: `handle` gets a savepoint per event, so a failing event's work is undone alone and its
+ * neighbours' work commits; `handleBatch` is called on halves of the events, each in a savepoint, down to
+ * the first failing event, and the batch then runs once more with that event handled alone (with its
+ * retries and `onError`) between the events before and after it.
  */
 export async function processBatch<Tx>(deps: BatchDeps<Tx>, events: RecordedEvent[], redelivery: boolean): Promise<BatchOutcome> {
-  try {
-    return await runBatch(deps, events, redelivery, null);
-  } catch (err) {
-    if (!(err instanceof SlowPathNeeded)) throw err;
-    return await runBatch(deps, events, redelivery, new Map([[err.position, 1]]));
+  let tried: Map<number, Tried> | null = null;
+  for (;;) {
+    try {
+      return await runBatch(deps, events, redelivery, tried);
+    } catch (err) {
+      if (!(err instanceof SlowPathNeeded)) throw err;
+      tried = new Map(tried ?? []);
+      if (err.position !== null) {
+        // Each run that ends here adds a new event (isolated events are never in a bisected group), so this ends.
+        tried.set(err.position, { attempts: (tried.get(err.position)?.attempts ?? 0) + 1, error: err.error });
+      }
+    }
   }
 }
 
@@ -79,8 +109,8 @@ function runBatch<Tx>(
   deps: BatchDeps<Tx>,
   events: RecordedEvent[],
   redelivery: boolean,
-  /** null on the fast path; on the slow path, attempts already used per event position. */
-  used: Map<number, number> | null,
+  /** null on the fast path; then the events that failed in an earlier run, by position. */
+  tried: Map<number, Tried> | null,
 ): Promise<BatchOutcome> {
   const o = deps.options;
   const name = o.name;
@@ -130,49 +160,137 @@ function runBatch<Tx>(
     const isDuplicate = (e: RecordedEvent, keys: string[]): boolean =>
       keys.some((k) => seen.has(k)) || (o.guards.entityVersion && e.version <= lastApplied(e.stream));
 
-    /** The handler with savepoint and retries (slow path) or bare (fast path). */
-    const apply = async (e: RecordedEvent, keys: string[], recovered: boolean): Promise<Failure | null> => {
-      let attempt = used?.get(e.position) ?? 0;
-      for (;;) {
-        attempt++;
-        const ctx: HandlerContext<Tx> = {
+    const addOnce = (counter: string, member: string, amount = 1): Promise<boolean> => t.addOnce(counter, member, amount);
+    const effect = (e: RecordedEvent, kind: string, payload: unknown, options?: EffectCallOptions): Promise<EffectWrite> =>
+      o.effects
+        ? o.effects.write(t.tx, e, kind, payload, options)
+        : Promise.reject(new InvalidInputError('effect', `the ${o.target.kind} target has no effect outbox`));
+
+    /** Calls the user's handler on one event (`handle`) or on events in order (`handleBatch`). */
+    const invoke = async (list: Pending[], attempt: number): Promise<void> => {
+      if (o.handleBatch) {
+        const ctx: BatchHandlerContext<Tx> = {
           tx: t.tx,
           consumer: name,
           attempt,
           redelivery,
-          recovered,
-          addOnce: (counter, member, amount = 1) => t.addOnce(counter, member, amount),
-          effect: (kind, payload, options) =>
-            o.effects
-              ? o.effects.write(t.tx, e, kind, payload, options)
-              : Promise.reject(new InvalidInputError('effect', `the ${o.target.kind} target has no effect outbox`)),
+          recovered: new Set(list.filter((p) => p.recovered).map((p) => p.e.position)),
+          addOnce,
+          effect,
           version,
           tableSuffix,
         };
-        if (used) await t.savepoint();
+        const r = o.handleBatch(
+          list.map((p) => p.e),
+          ctx,
+        );
+        if (r !== undefined && typeof (r as Promise<void> | undefined)?.then === 'function') await r;
+        return;
+      }
+      const { e, recovered } = list[0]!;
+      const ctx: HandlerContext<Tx> = {
+        tx: t.tx,
+        consumer: name,
+        attempt,
+        redelivery,
+        recovered,
+        addOnce,
+        effect: (kind, payload, options) => effect(e, kind, payload, options),
+        version,
+        tableSuffix,
+      };
+      const r = o.handle!(e, ctx);
+      if (r !== undefined && typeof (r as Promise<void> | undefined)?.then === 'function') await r;
+    };
+
+    /** Counts an event as handled: its ledger keys and entity version are written with the batch. */
+    const handled = (e: RecordedEvent, keys: string[]): void => {
+      for (const k of keys) {
+        seen.add(k);
+        entries.push({ key: k, position: e.position });
+      }
+      if (o.guards.entityVersion) versions.set(e.stream, e.version);
+      tally.processed++;
+      tally.handledStreams.push(e.stream);
+      tally.recordedAtMs.push(Date.parse(e.recordedAt));
+    };
+
+    /** Events staged for the batch handler, handled together by `flush`. */
+    let pending: Pending[] = [];
+
+    /** The first failing event of `list` with its error, calling the batch handler on halves, each in a savepoint; the events before it stay applied. */
+    const firstFailure = async (list: Pending[]): Promise<{ index: number; error: Error } | null> => {
+      await t.savepoint();
+      const started = performance.now();
+      try {
+        await invoke(list, 1);
+        await t.releaseSavepoint();
+        tally.handlerSeconds.push((performance.now() - started) / 1000);
+        return null;
+      } catch (err) {
+        await t.rollbackToSavepoint();
+        if (list.length === 1) return { index: 0, error: asError(err) };
+        const mid = Math.ceil(list.length / 2);
+        const left = await firstFailure(list.slice(0, mid));
+        if (left) return left;
+        // The whole failed but its halves passed: a transient error, and every event is now applied.
+        const right = await firstFailure(list.slice(mid));
+        return right ? { index: mid + right.index, error: right.error } : null;
+      }
+    };
+
+    /** Runs the batch handler on the staged events: bare on the fast path, bisected to the failing event otherwise. */
+    const flush = async (): Promise<void> => {
+      if (pending.length === 0) return;
+      const list = pending;
+      pending = [];
+      if (!tried) {
         const started = performance.now();
         try {
-          const r = o.handle(e, ctx);
-          if (r !== undefined && typeof (r as Promise<void> | undefined)?.then === 'function') await r;
-          if (used) await t.releaseSavepoint();
+          await invoke(list, 1);
         } catch (err) {
-          if (!used) throw new SlowPathNeeded(e.position);
+          throw new SlowPathNeeded(null, asError(err));
+        }
+        tally.handlerSeconds.push((performance.now() - started) / 1000);
+        return;
+      }
+      const failed = await firstFailure(list);
+      if (failed) throw new SlowPathNeeded(list[failed.index]!.e.position, failed.error);
+    };
+
+    /**
+     * Handles one event: bare on the fast path (a failure reruns the batch with isolation); staged for
+     * the batch handler; or alone in a savepoint with its retries, when it failed before or `handle` is
+     * on the slow path. Returns the failure once its attempts are used up.
+     */
+    const apply = async (e: RecordedEvent, keys: string[], recovered: boolean): Promise<Failure | null> => {
+      const before = tried?.get(e.position);
+      if (o.handleBatch && !before) {
+        pending.push({ e, recovered });
+        handled(e, keys);
+        return null;
+      }
+      await flush();
+      let attempt = before?.attempts ?? 0;
+      if (before && attempt >= o.onError.attempts) return { error: before.error, attempts: attempt, fatal: false };
+      for (;;) {
+        if (attempt > 0 && o.onError.backoff === 'exponential') {
+          await sleep(backoffDelay(attempt, o.onError.initialDelayMs, o.onError.maxDelayMs));
+        }
+        attempt++;
+        if (tried) await t.savepoint();
+        const started = performance.now();
+        try {
+          await invoke([{ e, recovered }], attempt);
+          if (tried) await t.releaseSavepoint();
+        } catch (err) {
+          if (!tried) throw new SlowPathNeeded(e.position, asError(err));
           await t.rollbackToSavepoint();
           if (attempt >= o.onError.attempts) return { error: asError(err), attempts: attempt, fatal: false };
-          if (o.onError.backoff === 'exponential') {
-            await sleep(backoffDelay(attempt, o.onError.initialDelayMs, o.onError.maxDelayMs));
-          }
           continue;
         }
         tally.handlerSeconds.push((performance.now() - started) / 1000);
-        for (const k of keys) {
-          seen.add(k);
-          entries.push({ key: k, position: e.position });
-        }
-        if (o.guards.entityVersion) versions.set(e.stream, e.version);
-        tally.processed++;
-        tally.handledStreams.push(e.stream);
-        tally.recordedAtMs.push(Date.parse(e.recordedAt));
+        handled(e, keys);
         return null;
       }
     };
@@ -255,6 +373,7 @@ function runBatch<Tx>(
       ackIndex = (redelivery ? 0 : offset) + i - 1;
       break;
     }
+    await flush();
     const ackPosition = ackIndex >= 0 ? events[ackIndex]!.position : null;
     await t.record(name, {
       entries,

@@ -5,6 +5,7 @@ import { postgresTarget } from '../../src/postgres/target.js';
 import { createTempDatabase } from '../support/postgres.js';
 import { requireOrSkip } from '../support/services.js';
 import { postgresFixtures } from './support/targetFixture.js';
+import { describeBatchHandler } from './suites/batchHandler.suite.js';
 import { describeErrorsAndGaps } from './suites/errors.suite.js';
 import { describeLedgerAndGuards } from './suites/ledger.suite.js';
 import { describeLifecycleAndMetrics } from './suites/lifecycle.suite.js';
@@ -19,6 +20,7 @@ after(() => fixtures.close());
 describe('postgres target', { skip }, () => {
   describeLedgerAndGuards('postgres target', makePostgresFixture);
   describeErrorsAndGaps('postgres target', makePostgresFixture);
+  describeBatchHandler('postgres target', makePostgresFixture);
   describeLifecycleAndMetrics('postgres target', makePostgresFixture);
   describeTarget('postgres target', makePostgresFixture);
 });

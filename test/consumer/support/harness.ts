@@ -11,7 +11,7 @@ export interface Harness<Tx> {
   /** This test's output table. */
   table: string;
   name: string;
-  /** A consumer with test defaults (this test's name, fast retries and reconnects), stopped at cleanup. */
+  /** A consumer with test defaults (this test's name, `addAmount` unless `handleBatch` is given, fast retries and reconnects), stopped at cleanup. */
   consumer(options?: Partial<ConsumerOptions<Tx>>): Consumer;
   /** The usual handler: adds `data.amount` to the stream's total in the output table. */
   addAmount: Handler<Tx>;
@@ -40,7 +40,8 @@ export async function withHarness<Tx>(make: MakeTargetFixture<Tx>, fn: (h: Harne
           name,
           source: store,
           target: fx.target,
-          handle: h.addAmount,
+          // A test giving `handleBatch` gets no default `handle`.
+          ...(options.handleBatch ? {} : { handle: h.addAmount }),
           reconnect: { initialDelayMs: 5, maxDelayMs: 20 },
           ...options,
           onError: { initialDelayMs: 1, maxDelayMs: 5, ...options.onError },
