@@ -1,6 +1,7 @@
 import type { Pool } from 'pg';
 import type { ExpectedVersion } from '../core/expectedVersion.js';
 import type { PreparedEvent } from '../core/validation.js';
+import { int4Array, textArray, uuidArray } from './binaryArrays.js';
 import { isConnectionFault } from './connectionFaults.js';
 
 /** What `append_batch` decided for one append. */
@@ -24,6 +25,18 @@ export interface AppendBatcherOptions {
   s: string;
   /** Most events written by one statement. @default 10000 */
   maxBatchEvents?: number;
+  /**
+   * Statements in flight at once. The head row lock still serialises them (each waits for the one
+   * before it to commit), but the next group travels, is parsed and waits for the lock while the
+   * current one writes and flushes. @default 2
+   */
+  maxInFlight?: number;
+  /**
+   * Queued events needed before a statement is sent while another is in flight. Small appends
+   * (commit-bound) gain more from waiting and joining one larger group than from an extra statement
+   * that would only wait for the lock and then pay its own flush. @default 256
+   */
+  minPipelinedEvents?: number;
 }
 
 /**
@@ -32,50 +45,70 @@ export interface AppendBatcherOptions {
  * arrive while a statement is in flight wait and then go together in the next `append_batch` call:
  * one round trip, one transaction, one flush for all of them. Each still gets its own outcome, and a
  * failing batch is retried one append at a time, so one bad append cannot fail its neighbours.
+ *
+ * Up to `maxInFlight` statements are sent at once, on separate connections. They still commit one
+ * after another, in the order they take the head row lock, so positions stay gap-free and in commit
+ * order; what overlaps is the work outside the lock: this process serialising the next group, the
+ * network, and the server parsing its arrays.
  */
 export class AppendBatcher {
   private queue: Pending[] = [];
-  private running = false;
+  private inFlight = 0;
   private readonly maxBatchEvents: number;
+  private readonly maxInFlight: number;
+  private readonly minPipelinedEvents: number;
+  /** Events in `queue`. */
+  private queuedEvents = 0;
 
   constructor(private readonly options: AppendBatcherOptions) {
     this.maxBatchEvents = options.maxBatchEvents ?? 10_000;
+    this.maxInFlight = options.maxInFlight ?? 2;
+    this.minPipelinedEvents = options.minPipelinedEvents ?? 256;
   }
 
   submit(stream: string, expected: ExpectedVersion, events: readonly PreparedEvent[]): Promise<BatchOutcome> {
     return new Promise<BatchOutcome>((resolve, reject) => {
       this.queue.push({ stream, expected, events, resolve, reject });
-      if (!this.running) void this.drain();
+      this.queuedEvents += events.length;
+      this.pump();
     });
   }
 
-  private async drain(): Promise<void> {
-    this.running = true;
+  /** Starts groups while there are queued appends and a free slot. */
+  private pump(): void {
+    while (
+      this.queue.length > 0 &&
+      this.inFlight < this.maxInFlight &&
+      (this.inFlight === 0 || this.queuedEvents >= this.minPipelinedEvents)
+    ) {
+      const batch = this.take();
+      this.inFlight++;
+      void this.send(batch).finally(() => {
+        this.inFlight--;
+        this.pump();
+      });
+    }
+  }
+
+  private async send(batch: Pending[]): Promise<void> {
     try {
-      while (this.queue.length > 0) {
-        const batch = this.take();
+      const outcomes = await this.run(batch);
+      batch.forEach((p, i) => p.resolve(outcomes[i]!));
+    } catch (err) {
+      // A lost connection leaves every append of the batch with an unknown outcome: each caller
+      // retries its own (and so learns that the outcome was unknown).
+      if (batch.length === 1 || isConnectionFault(err)) {
+        for (const p of batch) p.reject(err);
+        return;
+      }
+      // Find the culprit: every append alone.
+      for (const p of batch) {
         try {
-          const outcomes = await this.run(batch);
-          batch.forEach((p, i) => p.resolve(outcomes[i]!));
-        } catch (err) {
-          // A lost connection leaves every append of the batch with an unknown outcome: each caller
-          // retries its own (and so learns that the outcome was unknown).
-          if (batch.length === 1 || isConnectionFault(err)) {
-            for (const p of batch) p.reject(err);
-            continue;
-          }
-          // Find the culprit: every append alone.
-          for (const p of batch) {
-            try {
-              p.resolve((await this.run([p]))[0]!);
-            } catch (e) {
-              p.reject(e);
-            }
-          }
+          p.resolve((await this.run([p]))[0]!);
+        } catch (e) {
+          p.reject(e);
         }
       }
-    } finally {
-      this.running = false;
     }
   }
 
@@ -88,6 +121,7 @@ export class AppendBatcher {
       events += size;
       n++;
     }
+    this.queuedEvents -= events;
     return this.queue.splice(0, n);
   }
 
@@ -101,14 +135,15 @@ export class AppendBatcher {
     }>(
       `SELECT outcome, version, first_position, last_position
          FROM ${this.options.s}.append_batch($1::text[], $2::text[], $3::int[], $4::uuid[], $5::text[], $6::text[], $7::text[])`,
+      // Binary arrays: no quoting of the JSON texts on either side (see binaryArrays.ts).
       [
-        batch.map((p) => p.stream),
-        batch.map((p) => String(p.expected)),
-        batch.map((p) => p.events.length),
-        events.map((e) => e.id),
-        events.map((e) => e.type),
-        events.map((e) => e.dataJson),
-        events.map((e) => e.metadataJson),
+        textArray(batch.map((p) => p.stream)),
+        textArray(batch.map((p) => String(p.expected))),
+        int4Array(batch.map((p) => p.events.length)),
+        uuidArray(events.map((e) => e.id)),
+        textArray(events.map((e) => e.type)),
+        textArray(events.map((e) => e.dataJson)),
+        textArray(events.map((e) => e.metadataJson)),
       ],
     );
     if (r.rows.length !== batch.length)
