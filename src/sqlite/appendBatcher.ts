@@ -16,6 +16,15 @@ interface PendingAppend {
 
 type Outcome = { ok: true; result: AppendResult } | { ok: false; error: unknown };
 
+/** A small write of another kind (a subscription's ack) that shares the next group transaction. */
+interface PendingWrite {
+  run: () => unknown;
+  resolve: (result: unknown) => void;
+  reject: (err: unknown) => void;
+}
+
+type WriteOutcome = { ok: true; result: unknown } | { ok: false; error: unknown };
+
 /** Most events committed by one group transaction; the rest wait for the next one. */
 const MAX_EVENTS_PER_COMMIT = 20_000;
 /** Attempts at taking the write lock (each waits up to the busy timeout) before giving up. */
@@ -28,6 +37,7 @@ const BUSY_ATTEMPTS = 3;
  */
 export class AppendBatcher {
   private queue: PendingAppend[] = [];
+  private writes: PendingWrite[] = [];
   private scheduled = false;
   private idle: Promise<void> = Promise.resolve();
   private markIdle: (() => void) | null = null;
@@ -35,6 +45,7 @@ export class AppendBatcher {
   private readonly versionStmt: Database.Statement;
   private readonly insertStmt: Database.Statement;
   private readonly appendTx: (p: PendingAppend, head: number, recordedAt: string) => AppendResult;
+  private readonly writeTx: (w: PendingWrite) => unknown;
 
   constructor(
     private readonly db: Database.Database,
@@ -47,17 +58,34 @@ export class AppendBatcher {
     );
     // Called inside the group transaction, better-sqlite3 runs this as a savepoint.
     this.appendTx = db.transaction((p: PendingAppend, head: number, recordedAt: string) => this.appendOne(p, head, recordedAt));
+    this.writeTx = db.transaction((w: PendingWrite) => w.run());
   }
 
   enqueue(stream: string, events: PreparedEvent[], expected: ExpectedVersion): Promise<AppendResult> {
     return new Promise((resolve, reject) => {
       this.queue.push({ stream, events, expected, resolve, reject });
-      if (!this.scheduled) {
-        this.scheduled = true;
-        this.idle = new Promise((r) => (this.markIdle = r));
-        setImmediate(() => this.flush());
-      }
+      this.schedule();
     });
+  }
+
+  /**
+   * Runs `fn` inside the next group transaction, in its own savepoint (a throw rolls back only its
+   * writes and rejects), and resolves with its result once that transaction has committed: a write
+   * made while appends are waiting shares their commit and its fsync instead of adding its own. With
+   * no append waiting it commits alone on the next turn of the event loop.
+   */
+  enqueueWrite<T>(fn: () => T): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      this.writes.push({ run: fn, resolve: resolve as (result: unknown) => void, reject });
+      this.schedule();
+    });
+  }
+
+  private schedule(): void {
+    if (this.scheduled) return;
+    this.scheduled = true;
+    this.idle = new Promise((r) => (this.markIdle = r));
+    setImmediate(() => this.flush());
   }
 
   /** Resolves once every queued append has been committed or rejected. */
@@ -73,8 +101,10 @@ export class AppendBatcher {
       batch.push(next);
       events += next.events.length;
     }
-    const outcomes = this.commit(batch);
-    if (this.queue.length > 0) {
+    const writes = this.writes;
+    this.writes = [];
+    const [outcomes, writeOutcomes] = this.commit(batch, writes);
+    if (this.queue.length > 0 || this.writes.length > 0) {
       setImmediate(() => this.flush());
     } else {
       this.scheduled = false;
@@ -85,17 +115,22 @@ export class AppendBatcher {
       if (o.ok) batch[i]!.resolve(o.result);
       else batch[i]!.reject(o.error);
     }
+    for (let i = 0; i < writes.length; i++) {
+      const o = writeOutcomes[i]!;
+      if (o.ok) writes[i]!.resolve(o.result);
+      else writes[i]!.reject(o.error);
+    }
   }
 
-  private commit(batch: PendingAppend[]): Outcome[] {
+  private commit(batch: PendingAppend[], writes: PendingWrite[]): [Outcome[], WriteOutcome[]] {
     for (let attempt = 1; ; attempt++) {
       try {
         let head = 0;
         const outcomes = this.db
-          .transaction(() => {
+          .transaction((): [Outcome[], WriteOutcome[]] => {
             head = (this.headStmt.get() as { h: number }).h;
             const recordedAt = new Date().toISOString();
-            return batch.map((p): Outcome => {
+            const appended = batch.map((p): Outcome => {
               try {
                 const result = this.appendTx(p, head, recordedAt);
                 if (!result.duplicate) head = result.lastPosition;
@@ -105,15 +140,24 @@ export class AppendBatcher {
                 return this.resolveFailure(p, error);
               }
             });
+            const written = writes.map((w): WriteOutcome => {
+              try {
+                return { ok: true, result: this.writeTx(w) };
+              } catch (error) {
+                if (isStorageFull(error)) throw error;
+                return { ok: false, error: mapSqliteError(error) };
+              }
+            });
+            return [appended, written];
           })
           .immediate();
-        if (outcomes.some((o) => o.ok && !o.result.duplicate)) this.onCommit(head);
+        if (outcomes[0].some((o) => o.ok && !o.result.duplicate)) this.onCommit(head);
         return outcomes;
       } catch (err) {
         const code = (err as { code?: string }).code;
         if (code === 'SQLITE_BUSY' && attempt < BUSY_ATTEMPTS) continue;
         const error = mapSqliteError(err);
-        return batch.map(() => ({ ok: false as const, error }));
+        return [batch.map(() => ({ ok: false as const, error })), writes.map(() => ({ ok: false as const, error }))];
       }
     }
   }

@@ -83,7 +83,8 @@ export class SqliteEventStore implements EventStore {
       throw err;
     }
     this.batcher = new AppendBatcher(this.db, (head) => this.listeners.emit(head));
-    this.subscriptions = new SubscriptionService(this, new SqliteSubscriptionState(this.db));
+    const state = new SqliteSubscriptionState(this.db, Date.now, (fn) => this.batcher.enqueueWrite(fn));
+    this.subscriptions = new SubscriptionService(this, state);
     this.consumers = this.subscriptions.consumers;
     this.deadLetters = this.subscriptions.deadLetters;
   }

@@ -62,9 +62,14 @@ export class SqliteSubscriptionState implements SubscriptionStateBackend {
   /** Prepared statements by SQL text (preparing costs more than running most of these). */
   private readonly statements = new Map<string, Database.Statement>();
 
+  /**
+   * @param groupWrite runs a write inside the store's next group commit (see `AppendBatcher.enqueueWrite`),
+   *   so that acks share the appends' transaction and fsync; without it acks commit on their own.
+   */
   constructor(
     private readonly db: Database.Database,
     private readonly now: () => number = Date.now,
+    private readonly groupWrite?: <T>(fn: () => T) => Promise<T>,
   ) {}
 
   register(name: string, filter: EventFilter, startPosition: number): Promise<RegisterResult> {
@@ -132,7 +137,8 @@ export class SqliteSubscriptionState implements SubscriptionStateBackend {
   }
 
   ack(name: string, epoch: number, position: number, resolveIds: readonly string[]): Promise<AckResult> {
-    return this.write(() => {
+    // Acks come once per delivered batch while events are appended: they join the appends' commit.
+    return this.groupedWrite(() => {
       const row = this.sql(`SELECT epoch, position FROM idem_consumers WHERE name = ?`).get(name) as
         | { epoch: number; position: number }
         | undefined;
@@ -325,6 +331,13 @@ export class SqliteSubscriptionState implements SubscriptionStateBackend {
 
   private write<T>(fn: () => T): Promise<T> {
     return this.read(() => this.db.transaction(fn).immediate());
+  }
+
+  /** Like `write`, in the store's next group commit when there is one; durable alike once it resolves. */
+  private groupedWrite<T>(fn: () => T): Promise<T> {
+    if (!this.groupWrite) return this.write(fn);
+    if (!this.db.open) return Promise.reject(new ClosedError('SQLite store'));
+    return this.groupWrite(fn);
   }
 
   private read<T>(fn: () => T): Promise<T> {
