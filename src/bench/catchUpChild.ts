@@ -17,17 +17,40 @@ export interface CatchUpResult {
   tenthRssMb: number;
   /** The process's peak RSS (getrusage maxrss). */
   peakRssMb: number;
+  /**
+   * Heap in use right after a full garbage collection: before reading, at a tenth of the events, and
+   * after the last one. What the reader retains; flat means memory does not grow with the log (the
+   * RSS above it is garbage V8 has not collected yet, and V8's own reserve). 0 without --expose-gc.
+   */
+  startHeapMb: number;
+  tenthHeapMb: number;
+  endHeapMb: number;
 }
 
 const mb = (bytes: number): number => Math.round((bytes / 2 ** 20) * 10) / 10;
 
+/** Heap used after a full collection (the parent forks this child with --expose-gc). */
+function retainedHeap(): number {
+  const gc = (globalThis as { gc?: () => void }).gc;
+  if (!gc) return 0;
+  gc();
+  return process.memoryUsage().heapUsed;
+}
+
+const heap = { start: 0, tenth: 0, end: 0 };
+
 async function run(mode: CatchUpMode, path: string, expected: number): Promise<CatchUpResult> {
   let tenthRss = 0;
   const progress = (count: number): void => {
-    if (tenthRss === 0 && count >= expected / 10) tenthRss = process.memoryUsage.rss();
+    if (tenthRss === 0 && count >= expected / 10) {
+      // RSS first: the collection below must not lower the figure it reports.
+      tenthRss = process.memoryUsage.rss();
+      heap.tenth = retainedHeap();
+    }
   };
   if (mode === 'raw') {
     const db = new Database(path, { readonly: true });
+    heap.start = retainedHeap();
     const startRss = process.memoryUsage.rss();
     const t0 = performance.now();
     let count = 0;
@@ -40,6 +63,7 @@ async function run(mode: CatchUpMode, path: string, expected: number): Promise<C
       progress(++count);
     }
     const seconds = (performance.now() - t0) / 1000;
+    heap.end = retainedHeap();
     db.close();
     return result(count, seconds, startRss, tenthRss);
   }
@@ -54,11 +78,14 @@ async function run(mode: CatchUpMode, path: string, expected: number): Promise<C
       guard: 'entity-version',
       handle: () => void progress(++count),
     });
+    heap.start = retainedHeap();
     const startRss = process.memoryUsage.rss();
     const t0 = performance.now();
     await consumer.start();
     await waitForPosition(consumer, expected);
     const seconds = (performance.now() - t0) / 1000;
+    // Still running (the subscription and target open): what a caught-up consumer keeps.
+    heap.end = retainedHeap();
     await consumer.stop();
     await target.close();
     return result(count, seconds, startRss, tenthRss);
@@ -74,6 +101,9 @@ function result(events: number, seconds: number, startRss: number, tenthRss: num
     startRssMb: mb(startRss),
     tenthRssMb: mb(tenthRss),
     peakRssMb: mb(process.resourceUsage().maxRSS * 1024),
+    startHeapMb: mb(heap.start),
+    tenthHeapMb: mb(heap.tenth),
+    endHeapMb: mb(heap.end),
   };
 }
 

@@ -9,6 +9,8 @@ import type { ResolvedSubscribeOptions } from './subscribeOptions.js';
 import type { SubscriptionSource } from './subscriptionSource.js';
 import { Wakeup } from './wakeup.js';
 
+const yieldToEventLoop = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+
 /** What a subscription needs from the service that opened it. */
 export interface SubscriptionDeps {
   source: SubscriptionSource;
@@ -217,6 +219,9 @@ export class DurableSubscription implements Subscription {
             if (this.stopped()) return;
             this.readPos = read[read.length - 1]!.position;
             const deliver = await this.locked(() => this.sortOut(read));
+            // A synchronous source (SQLite) never waits on I/O: without this, a catch-up would run to
+            // the head in one turn of the event loop, starving timers (lease heartbeats) and I/O.
+            await yieldToEventLoop();
             if (lastPageFull && this.deps.source.readAhead) {
               const roomAfter = maxInFlight - this.outstanding.length - this.redelivered.size;
               if (roomAfter > 0) this.readAhead(filter, Math.min(roomAfter, batchSize));

@@ -1,11 +1,41 @@
 import { fork } from 'node:child_process';
+import { existsSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { writeBulkLog } from '../bulkLog.js';
 import type { CatchUpMode, CatchUpResult } from '../catchUpChild.js';
 import { baselineRow, row } from '../measure.js';
 import type { BenchRow, Scenario } from '../types.js';
 
 const NAME = 'catch-up';
+
+/**
+ * Which file the reading child runs. Users run idem compiled (the package's entry points are in
+ * dist/), so the child runs compiled JavaScript: its sibling .js when the bench itself runs from
+ * dist/, and dist/bench/catchUpChild.js when the bench runs from source through tsx and dist/ is up
+ * to date (newer than every file in src/). Otherwise it runs from source through tsx, which adds
+ * about 30 MB of RSS for the loader and its compiled sources; the row's shape says which.
+ */
+export function catchUpChildEntry(): { url: URL; execArgv: string[]; fromSource: boolean } {
+  if (!import.meta.url.endsWith('.ts')) {
+    return { url: new URL('../catchUpChild.js', import.meta.url), execArgv: [], fromSource: false };
+  }
+  const root = new URL('../../../', import.meta.url);
+  const built = new URL('dist/bench/catchUpChild.js', root);
+  if (existsSync(built) && statSync(built).mtimeMs >= newestMtime(fileURLToPath(new URL('src/', root)))) {
+    return { url: built, execArgv: [], fromSource: false };
+  }
+  return { url: new URL('../catchUpChild.ts', import.meta.url), execArgv: process.execArgv, fromSource: true };
+}
+
+function newestMtime(dir: string): number {
+  let newest = 0;
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    const path = join(dir, entry.name);
+    newest = Math.max(newest, entry.isDirectory() ? newestMtime(path) : statSync(path).mtimeMs);
+  }
+  return newest;
+}
 
 /** Runs the reader in its own process, so the RSS figures are the reader's alone. */
 function readInChild(
@@ -14,9 +44,10 @@ function readInChild(
   expected: number,
   timeoutMs: number,
 ): Promise<CatchUpResult> {
-  // The child is a sibling module; under tsx it is the .ts source, when built the .js file.
-  const ext = import.meta.url.endsWith('.ts') ? 'ts' : 'js';
-  const child = fork(new URL(`../catchUpChild.${ext}`, import.meta.url), [mode, path, String(expected)], {
+  const entry = catchUpChildEntry();
+  // --expose-gc only makes gc() callable (the child measures the heap it retains); GC settings stay V8's defaults.
+  const child = fork(entry.url, [mode, path, String(expected)], {
+    execArgv: [...entry.execArgv, '--expose-gc'],
     stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
   });
   let stderr = '';
@@ -40,7 +71,14 @@ function readInChild(
 }
 
 function extra(r: CatchUpResult): Record<string, number> {
-  return { startRssMb: r.startRssMb, tenthRssMb: r.tenthRssMb, peakRssMb: r.peakRssMb };
+  return {
+    startRssMb: r.startRssMb,
+    tenthRssMb: r.tenthRssMb,
+    peakRssMb: r.peakRssMb,
+    startHeapMb: r.startHeapMb,
+    tenthHeapMb: r.tenthHeapMb,
+    endHeapMb: r.endHeapMb,
+  };
 }
 
 /** Scenario 6: a new consumer reads the whole log from position 0; rate and the reader's peak RSS. */
@@ -53,6 +91,9 @@ export const catchUp: Scenario = {
     const timeoutMs = ctx.quick ? 60_000 : 300_000;
     const dir = await ctx.tempDir();
     const path = join(dir, 'log.db');
+    const entry = catchUpChildEntry();
+    const runtime = entry.fromSource ? 'reader run from source through tsx' : 'reader run from dist/';
+    if (entry.fromSource) ctx.log(`${NAME}: dist/ is missing or older than src/, so the reader runs through tsx (npm run build first for the figures users get)`);
     ctx.log(`${NAME}: populating the log with ${n} events`);
     await writeBulkLog(path, n);
     const out: BenchRow[] = [];
@@ -60,7 +101,7 @@ export const catchUp: Scenario = {
     const raw = await readInChild('raw', path, n, timeoutMs);
     const rawRow = baselineRow(
       NAME,
-      'raw better-sqlite3 iterate + JSON.parse',
+      `raw better-sqlite3 iterate + JSON.parse; ${runtime}`,
       { ...raw, eventsPerSec: raw.events / raw.seconds },
       extra(raw),
     );
@@ -71,7 +112,7 @@ export const catchUp: Scenario = {
     out.push(
       row({
         scenario: NAME,
-        shape: 'createConsumer from 0 (no-op handler, entity-version, SQLite target)',
+        shape: `createConsumer from 0 (no-op handler, entity-version, SQLite target); ${runtime}`,
         measured: { events: r.events, seconds: r.seconds, eventsPerSec: r.events / r.seconds },
         against: rawRow,
         target: { text: 'peak RSS < 200 MB', met: r.peakRssMb < 200 },

@@ -2,12 +2,16 @@ import type { Scenario } from '../types.js';
 import { catchUp } from './catchUp.js';
 import { consumerPostgres } from './consumerPostgres.js';
 import { consumerSqlite } from './consumerSqlite.js';
+import { deliveryPostgres, deliverySqlite } from './delivery.js';
 import { liveLatency } from './liveLatency.js';
 import { postgresAppend } from './postgresAppend.js';
 import { redelivery } from './redelivery.js';
 import { sqliteAppend } from './sqliteAppend.js';
 
-/** Every scenario, in run order (the numbering: 1, 2, 3, 4, 5, 6, 7). */
+/**
+ * Every scenario, in run order: the issue's numbering (1, 2, 3, 4, 5, 6, 7), with delivery (what the
+ * consumer scenarios 3 and 4 stand on) after them.
+ */
 export const SCENARIOS: readonly Scenario[] = [
   sqliteAppend,
   postgresAppend,
@@ -16,4 +20,6 @@ export const SCENARIOS: readonly Scenario[] = [
   liveLatency,
   catchUp,
   redelivery,
+  deliverySqlite,
+  deliveryPostgres,
 ];
