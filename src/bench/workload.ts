@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { NewEvent } from '../core/event.js';
 import type { EventStore } from '../core/eventStore.js';
+import { uuidv7 } from '../core/uuid.js';
 
 /** Streams the events are spread over (the issue's 1,000). */
 export const STREAMS = 1000;
@@ -33,10 +34,22 @@ export function payload(i: number): {
   };
 }
 
+/**
+ * How the benchmark makes event ids. `'v4'`: random (`randomUUID()`), as a caller with its own random
+ * ids would; every insert lands at a random place in the store's unique id index. `'v7'`: UUIDv7,
+ * as idem makes them when the caller gives none (and as docs/guarantees.md recommends for ids made by
+ * callers): time-ordered, so the index grows at its end.
+ */
+export type IdKind = 'v4' | 'v7';
+
+export function newId(kind: IdKind): string {
+  return kind === 'v7' ? uuidv7() : randomUUID();
+}
+
 /** The i-th benchmark event, with a fresh id. */
-export function newEvent(i: number): NewEvent & { id: string } {
+export function newEvent(i: number, ids: IdKind = 'v4'): NewEvent & { id: string } {
   return {
-    id: randomUUID(),
+    id: newId(ids),
     type: i % 4 === 3 ? 'invoice.paid' : 'invoice.issued',
     data: payload(i),
     metadata: { commandId: `cmd-${i}` },
@@ -52,11 +65,15 @@ export interface RawRow {
   metadata: string;
 }
 
-export function rawRow(i: number): RawRow {
-  const e = newEvent(i);
+/**
+ * The i-th row. By default row i goes to stream `i mod 1000`; with `perStream` n, rows come in runs of
+ * n to one stream (row i to stream `floor(i / n) mod 1000`), as the rows of n-event append calls do.
+ */
+export function rawRow(i: number, ids: IdKind = 'v4', perStream = 1): RawRow {
+  const e = newEvent(i, ids);
   return {
     id: e.id,
-    stream: streamOf(i),
+    stream: streamOf(Math.floor(i / perStream)),
     type: e.type,
     data: JSON.stringify(e.data),
     metadata: JSON.stringify(e.metadata),

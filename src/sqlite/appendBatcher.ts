@@ -25,15 +25,32 @@ interface PendingWrite {
 
 type WriteOutcome = { ok: true; result: unknown } | { ok: false; error: unknown };
 
+interface GroupResult {
+  /** The head position after the group's appends. */
+  head: number;
+  outcomes: Outcome[];
+  writeOutcomes: WriteOutcome[];
+}
+
 /** Most events committed by one group transaction; the rest wait for the next one. */
 const MAX_EVENTS_PER_COMMIT = 20_000;
 /** Attempts at taking the write lock (each waits up to the busy timeout) before giving up. */
 const BUSY_ATTEMPTS = 3;
 
+/** Thrown inside an optimistic group transaction to roll it back and rerun the group in savepoints. */
+const NEEDS_SAVEPOINTS = new Error('internal: rerun the group with a savepoint per append');
+
 /**
  * Group commit: appends queued during one turn of the event loop are written in a single IMMEDIATE
- * transaction and share one fsync. Each append runs in its own savepoint, so its expected-version
- * check, idempotency check and result are its own, and its failure rolls back only its rows.
+ * transaction and share one fsync. Each append keeps its own expected-version check, idempotency
+ * check and result, and its failure writes none of its rows.
+ *
+ * A group is first written optimistically, without a savepoint per append: an append whose expected
+ * version fails is decided before it writes anything, so only an insert that throws (an id already
+ * stored: a retried append or a collision; a full disk) can leave an append half-written. Then the
+ * whole transaction is rolled back, nothing of it having been committed or acknowledged, and the
+ * group is written again with each append in its own savepoint, so that the failure rolls back only
+ * that append's rows. Writes queued by `enqueueWrite` run after the appends, each in its own savepoint.
  */
 export class AppendBatcher {
   private queue: PendingAppend[] = [];
@@ -46,6 +63,14 @@ export class AppendBatcher {
   private readonly insertStmt: Database.Statement;
   private readonly appendTx: (p: PendingAppend, head: number, recordedAt: string) => AppendResult;
   private readonly writeTx: (w: PendingWrite) => unknown;
+  private readonly optimisticGroup: Database.Transaction<
+    (batch: PendingAppend[], writes: PendingWrite[]) => GroupResult
+  >;
+  private readonly isolatedGroup: Database.Transaction<
+    (batch: PendingAppend[], writes: PendingWrite[]) => GroupResult
+  >;
+  /** Set by `appendOne` once it has inserted a row: a throw after that leaves rows to roll back. */
+  private wrote = false;
 
   constructor(
     private readonly db: Database.Database,
@@ -57,8 +82,16 @@ export class AppendBatcher {
       'INSERT INTO idem_events (position, id, stream, version, type, data, metadata, recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
     );
     // Called inside the group transaction, better-sqlite3 runs this as a savepoint.
-    this.appendTx = db.transaction((p: PendingAppend, head: number, recordedAt: string) => this.appendOne(p, head, recordedAt));
+    this.appendTx = db.transaction((p: PendingAppend, head: number, recordedAt: string) =>
+      this.appendOne(p, head, recordedAt),
+    );
     this.writeTx = db.transaction((w: PendingWrite) => w.run());
+    this.optimisticGroup = db.transaction((batch: PendingAppend[], writes: PendingWrite[]) =>
+      this.writeGroup(batch, writes, false),
+    );
+    this.isolatedGroup = db.transaction((batch: PendingAppend[], writes: PendingWrite[]) =>
+      this.writeGroup(batch, writes, true),
+    );
   }
 
   enqueue(stream: string, events: PreparedEvent[], expected: ExpectedVersion): Promise<AppendResult> {
@@ -72,7 +105,8 @@ export class AppendBatcher {
    * Runs `fn` inside the next group transaction, in its own savepoint (a throw rolls back only its
    * writes and rejects), and resolves with its result once that transaction has committed: a write
    * made while appends are waiting shares their commit and its fsync instead of adding its own. With
-   * no append waiting it commits alone on the next turn of the event loop.
+   * no append waiting it commits alone on the next turn of the event loop. `fn` must only run SQL:
+   * when a group is rerun with a savepoint per append, the rolled-back first run is repeated.
    */
   enqueueWrite<T>(fn: () => T): Promise<T> {
     return new Promise<T>((resolve, reject) => {
@@ -96,14 +130,17 @@ export class AppendBatcher {
   private flush(): void {
     const batch: PendingAppend[] = [];
     let events = 0;
-    while (this.queue.length > 0 && (batch.length === 0 || events + this.queue[0]!.events.length <= MAX_EVENTS_PER_COMMIT)) {
+    while (
+      this.queue.length > 0 &&
+      (batch.length === 0 || events + this.queue[0]!.events.length <= MAX_EVENTS_PER_COMMIT)
+    ) {
       const next = this.queue.shift()!;
       batch.push(next);
       events += next.events.length;
     }
     const writes = this.writes;
     this.writes = [];
-    const [outcomes, writeOutcomes] = this.commit(batch, writes);
+    const { outcomes, writeOutcomes } = this.commit(batch, writes);
     if (this.queue.length > 0 || this.writes.length > 0) {
       setImmediate(() => this.flush());
     } else {
@@ -122,47 +159,68 @@ export class AppendBatcher {
     }
   }
 
-  private commit(batch: PendingAppend[], writes: PendingWrite[]): [Outcome[], WriteOutcome[]] {
+  private commit(batch: PendingAppend[], writes: PendingWrite[]): Omit<GroupResult, 'head'> {
     for (let attempt = 1; ; attempt++) {
       try {
-        let head = 0;
-        const outcomes = this.db
-          .transaction((): [Outcome[], WriteOutcome[]] => {
-            head = (this.headStmt.get() as { h: number }).h;
-            const recordedAt = new Date().toISOString();
-            const appended = batch.map((p): Outcome => {
-              try {
-                const result = this.appendTx(p, head, recordedAt);
-                if (!result.duplicate) head = result.lastPosition;
-                return { ok: true, result };
-              } catch (error) {
-                if (isStorageFull(error)) throw error;
-                return this.resolveFailure(p, error);
-              }
-            });
-            const written = writes.map((w): WriteOutcome => {
-              try {
-                return { ok: true, result: this.writeTx(w) };
-              } catch (error) {
-                if (isStorageFull(error)) throw error;
-                return { ok: false, error: mapSqliteError(error) };
-              }
-            });
-            return [appended, written];
-          })
-          .immediate();
-        if (outcomes[0].some((o) => o.ok && !o.result.duplicate)) this.onCommit(head);
-        return outcomes;
+        let group: GroupResult;
+        try {
+          group = this.optimisticGroup.immediate(batch, writes);
+        } catch (err) {
+          if (err !== NEEDS_SAVEPOINTS) throw err;
+          group = this.isolatedGroup.immediate(batch, writes);
+        }
+        if (group.outcomes.some((o) => o.ok && !o.result.duplicate)) this.onCommit(group.head);
+        return group;
       } catch (err) {
         const code = (err as { code?: string }).code;
         if (code === 'SQLITE_BUSY' && attempt < BUSY_ATTEMPTS) continue;
         const error = mapSqliteError(err);
-        return [batch.map(() => ({ ok: false as const, error })), writes.map(() => ({ ok: false as const, error }))];
+        return {
+          outcomes: batch.map(() => ({ ok: false as const, error })),
+          writeOutcomes: writes.map(() => ({ ok: false as const, error })),
+        };
       }
     }
   }
 
-  /** Appends one call's events inside its savepoint, or returns the original result of a duplicate. */
+  /**
+   * The body of a group transaction. Isolated: each append runs in its own savepoint. Optimistic: an
+   * append that fails before writing is decided as in a savepoint; one that fails after writing a
+   * row aborts the transaction with `NEEDS_SAVEPOINTS`.
+   */
+  private writeGroup(batch: PendingAppend[], writes: PendingWrite[], isolated: boolean): GroupResult {
+    let head = (this.headStmt.get() as { h: number }).h;
+    const recordedAt = new Date().toISOString();
+    const outcomes: Outcome[] = [];
+    for (const p of batch) {
+      let result: AppendResult;
+      this.wrote = false;
+      try {
+        result = isolated ? this.appendTx(p, head, recordedAt) : this.appendOne(p, head, recordedAt);
+      } catch (error) {
+        if (isStorageFull(error)) throw error;
+        if (!isolated && this.wrote) throw NEEDS_SAVEPOINTS;
+        outcomes.push(this.resolveFailure(p, error));
+        continue;
+      }
+      if (!result.duplicate) head = result.lastPosition;
+      outcomes.push({ ok: true, result });
+    }
+    const writeOutcomes = writes.map((w): WriteOutcome => {
+      try {
+        return { ok: true, result: this.writeTx(w) };
+      } catch (error) {
+        if (isStorageFull(error)) throw error;
+        return { ok: false, error: mapSqliteError(error) };
+      }
+    });
+    return { head, outcomes, writeOutcomes };
+  }
+
+  /**
+   * Appends one call's events, or returns the original result of a duplicate. Writes nothing before
+   * its expected-version check passes; a throw from an insert may leave some of its rows written.
+   */
   private appendOne(p: PendingAppend, head: number, recordedAt: string): AppendResult {
     const current = (this.versionStmt.get(p.stream) as { v: number }).v;
     if (!satisfies(p.expected, current)) {
@@ -170,16 +228,30 @@ export class AppendBatcher {
       if (duplicate) return duplicate;
       throw new WrongExpectedVersionError(p.stream, p.expected, current);
     }
-    p.events.forEach((e, i) => {
-      this.insertStmt.run(head + i + 1, e.id, p.stream, current + i + 1, e.type, e.dataJson, e.metadataJson, recordedAt);
-    });
+    const events = p.events;
+    const ids: string[] = [];
+    this.wrote = true;
+    for (let i = 0; i < events.length; i++) {
+      const e = events[i]!;
+      this.insertStmt.run(
+        head + i + 1,
+        e.id,
+        p.stream,
+        current + i + 1,
+        e.type,
+        e.dataJson,
+        e.metadataJson,
+        recordedAt,
+      );
+      ids.push(e.id);
+    }
     return {
       stream: p.stream,
-      version: current + p.events.length,
+      version: current + events.length,
       firstPosition: head + 1,
-      lastPosition: head + p.events.length,
+      lastPosition: head + events.length,
       duplicate: false,
-      ids: p.events.map((e) => e.id),
+      ids,
     };
   }
 
@@ -199,7 +271,11 @@ export class AppendBatcher {
 
   private findDuplicate(p: PendingAppend): AppendResult | null {
     const existing = new Map<string, ExistingEvent>();
-    for (const row of selectByIds(this.db, p.events.map((e) => e.id))) existing.set(row.id, toExistingEvent(row));
+    for (const row of selectByIds(
+      this.db,
+      p.events.map((e) => e.id),
+    ))
+      existing.set(row.id, toExistingEvent(row));
     return resolveIdempotentAppend(p.stream, p.events, existing);
   }
 }
@@ -213,14 +289,22 @@ export function mapSqliteError(err: unknown): unknown {
   if (err instanceof IdemError) return err;
   const code = (err as { code?: string }).code;
   if (isStorageFull(err)) {
-    return new StorageFullError(`the database disk is full or failing (${code}); nothing of this append was written`, {
-      cause: err,
-    });
+    return new StorageFullError(
+      `the database disk is full or failing (${code}); nothing of this append was written`,
+      {
+        cause: err,
+      },
+    );
   }
   if (code === 'SQLITE_BUSY') {
-    return new IdemError('unavailable', 'the database file stayed locked by another process; nothing was written', {}, {
-      cause: err,
-    });
+    return new IdemError(
+      'unavailable',
+      'the database file stayed locked by another process; nothing was written',
+      {},
+      {
+        cause: err,
+      },
+    );
   }
   return err;
 }

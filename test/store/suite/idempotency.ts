@@ -134,6 +134,50 @@ export function idempotencyTests(make: MakeStore): void {
         assert.deepEqual(await collect(store.readAll({ after: 2 })), []);
       }));
 
+    it('appends made together with a partial overlap, a retry and a stale expected version each get their own result', () =>
+      withStore(make, async (store) => {
+        // Stores that commit concurrent appends together (group commit) get all of these in one
+        // group: the failures must write nothing and leave the others' positions gap-free.
+        const stream = randomStream();
+        const stored = batch(2);
+        const first = await store.append(stream, stored);
+        const others = [randomStream(), randomStream(), randomStream()];
+        const fresh = batch(1)[0]!;
+        const results = await Promise.allSettled([
+          store.append(others[0]!, events(3)),
+          store.append(stream, [fresh, stored[1]!]), // writes a row, then meets a stored id
+          store.append(others[1]!, events(2)),
+          store.append(stream, structuredClone(stored)), // a retry: the original result
+          store.append(stream, events(1), { expectedVersion: 7 }), // stale: nothing written
+          store.append(others[2]!, events(4)),
+        ]);
+        const [a, overlap, b, retry, stale, c] = results;
+        assert.equal(overlap.status, 'rejected');
+        assert.equal((overlap.reason as { code?: string }).code, 'idempotency_conflict');
+        assert.equal(stale.status, 'rejected');
+        assert.equal((stale.reason as { code?: string }).code, 'wrong_expected_version');
+        assert.deepEqual(retry, { status: 'fulfilled', value: { ...first, duplicate: true } });
+        const ok = [a, b, c].map((r) => {
+          assert.equal(r.status, 'fulfilled');
+          return r.value;
+        });
+        assert.deepEqual(
+          ok.map((r) => [r.version, r.lastPosition - r.firstPosition + 1]),
+          [
+            [3, 3],
+            [2, 2],
+            [4, 4],
+          ],
+        );
+        const all = await collect(store.readAll());
+        assert.deepEqual(
+          all.map((e) => e.position),
+          Array.from({ length: 11 }, (_, i) => i + 1),
+        );
+        assert.equal(await store.streamVersion(stream), 2);
+        assert.ok(!all.some((e) => e.id === fresh.id), 'the overlapping append wrote nothing');
+      }));
+
     it('the same ids in another order is idempotency_conflict', () =>
       withStore(make, async (store) => {
         const stream = randomStream();
