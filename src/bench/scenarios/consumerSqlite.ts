@@ -18,6 +18,9 @@ import { populate } from '../workload.js';
 
 const NAME = 'consumer-sqlite';
 
+/** A bigger consumer batch, measured as an extra row: fewer commits, and each B-tree page dirtied once for more rows. */
+const BIG_BATCH = 5000;
+
 const LEDGER_DDL = `
   CREATE TABLE IF NOT EXISTS processed (
     consumer TEXT NOT NULL, key TEXT NOT NULL, position INTEGER NOT NULL, PRIMARY KEY (consumer, key)
@@ -93,7 +96,7 @@ async function runIdem(
   file: string,
   source: EventStore,
   n: number,
-  handler: (db: Database.Database) => Pick<ConsumerRunSpec<Database.Database>, 'handle' | 'handleBatch'>,
+  handler: (db: Database.Database) => Pick<ConsumerRunSpec<Database.Database>, 'handle' | 'handleBatch' | 'batchSize'>,
 ): Promise<Timed> {
   const db = openTargetDb(dir, file);
   const target = sqliteTarget(db);
@@ -141,6 +144,8 @@ export const consumerSqlite: Scenario = {
       const measured = await runIdem(dir, 'idem', source, n, (db) => ({ handle: sqliteBillingHandler(db) }));
       ctx.log(`${NAME}: idem consumer, batch handler (${n})`);
       const batched = await runIdem(dir, 'idem_batch', source, n, (db) => ({ handleBatch: sqliteBillingBatchHandler(db) }));
+      ctx.log(`${NAME}: idem consumer, batch handler, batch ${BIG_BATCH} (${n})`);
+      const big = await runIdem(dir, 'idem_big', source, n, (db) => ({ handleBatch: sqliteBillingBatchHandler(db), batchSize: BIG_BATCH }));
       const target = { text: '>= 100,000 events/s', met: false };
       return [
         naiveRow,
@@ -161,6 +166,14 @@ export const consumerSqlite: Scenario = {
           target: { ...target, met: batched.eventsPerSec >= 100_000 },
         }),
         row({ scenario: NAME, shape: 'billing batch handler (handleBatch: one upsert per batch), vs set-based', measured: batched, against: setRow }),
+        // Informative: the same batch handler with bigger transactions (the baselines stay at 500).
+        row({
+          scenario: NAME,
+          shape: `billing batch handler (handleBatch), batch ${BIG_BATCH.toLocaleString('en-US')}, vs set-based`,
+          measured: big,
+          against: setRow,
+          target: { ...target, met: big.eventsPerSec >= 100_000 },
+        }),
       ] satisfies BenchRow[];
     } finally {
       await source.close();
