@@ -43,10 +43,14 @@ function formatProgress(p: RebuildProgress): string {
 async function loadProjection(path: string): Promise<Partial<ConsumerOptions<unknown>>> {
   const mod = (await import(pathToFileURL(resolve(path)).href)) as Record<string, unknown>;
   const options = (mod.consumer ?? mod.default) as Partial<ConsumerOptions<unknown>> | undefined;
-  if (!options || typeof options !== 'object' || typeof options.handle !== 'function') {
+  if (
+    !options ||
+    typeof options !== 'object' ||
+    (typeof options.handle !== 'function' && typeof options.handleBatch !== 'function')
+  ) {
     throw new InvalidInputError(
       '--module',
-      'must export (default or "consumer") an object with a handle function',
+      'must export (default or "consumer") an object with a handle or handleBatch function',
     );
   }
   return options;
@@ -78,7 +82,6 @@ export function registerRebuild(program: Command, ctx: CliContext): void {
         withTarget(flags, ctx.env, async (target) => {
           const rebuild = rebuildConsumer({
             ...projection,
-            handle: projection.handle!,
             source: store,
             target,
             from: validateConsumerName(name, '<name>'),

@@ -14,6 +14,7 @@ import { requireOrSkip } from '../support/services.js';
 import type { EffectRecord } from '../../src/core/effectTypes.js';
 
 const PROJECTION = fileURLToPath(new URL('./fixtures/projection.ts', import.meta.url));
+const BATCH_PROJECTION = fileURLToPath(new URL('./fixtures/projectionBatch.ts', import.meta.url));
 
 describe('idem effects and consumer versions (CLI)', () => {
   it('lists and retries effects, refuses reset-ledger without --yes, rebuilds, and promotes only a caught-up version', async () => {
@@ -153,6 +154,34 @@ describe('idem effects and consumer versions (CLI)', () => {
     } finally {
       await consumer.stop();
       await target.close();
+      await store.close();
+      await dir.cleanup();
+    }
+  });
+});
+
+describe('idem consumer rebuild with a batch handler (CLI)', () => {
+  it('rebuilds from a module that exports handleBatch instead of handle', async () => {
+    const dir = tempDir();
+    const db = dir.file('store.db');
+    const tdb = dir.file('target.db');
+    const store = await openSqliteStore({ path: db });
+    try {
+      for (let i = 1; i <= 3; i++) await store.append(`invoice-${i}`, [{ type: 'invoice.issued', data: { i } }]);
+      const t = ['--target-db', tdb];
+      const r = await idemInProcess(['consumer', 'rebuild', 'mailer_v1', '--as', 'mailer_v2', '--module', BATCH_PROJECTION, '--db', db, ...t, '--json']);
+      assert.equal(r.code, 0, r.stderr);
+      const progress = JSON.parse(r.stdout) as { caughtUp: boolean; position: number; name: string };
+      assert.deepEqual([progress.name, progress.caughtUp, progress.position], ['mailer_v2', true, 3]);
+      const target = sqliteTarget(tdb);
+      try {
+        const n = target.db.prepare('SELECT count(*) AS n FROM invoices_v2').get() as { n: number };
+        assert.equal(n.n, 3);
+        assert.equal(await target.ledgerSize('mailer_v2'), 3);
+      } finally {
+        await target.close();
+      }
+    } finally {
       await store.close();
       await dir.cleanup();
     }
