@@ -222,6 +222,7 @@ export class DurableSubscription implements Subscription {
             // A synchronous source (SQLite) never waits on I/O: without this, a catch-up would run to
             // the head in one turn of the event loop, starving timers (lease heartbeats) and I/O.
             await yieldToEventLoop();
+            if (this.stopped()) return;
             if (lastPageFull && this.deps.source.readAhead) {
               const roomAfter = maxInFlight - this.outstanding.length - this.redelivered.size;
               if (roomAfter > 0) this.readAhead(filter, Math.min(roomAfter, batchSize));

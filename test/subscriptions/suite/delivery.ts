@@ -29,6 +29,32 @@ export function deliveryTests(makeStore: MakeStore): void {
         }
       }));
 
+    it('lets timers and I/O run between the pages of a catch-up (a synchronous store does not hold the event loop)', () =>
+      withStore(makeStore, async (store) => {
+        const s = randomStream();
+        await store.append(s, Array.from({ length: 50 }, (_, i) => ({ type: 'thing.happened', data: { i } })));
+        const sub = await store.subscribe(randomConsumer(), { batchSize: 5 });
+        let immediateRan = false;
+        setImmediate(() => (immediateRan = true));
+        let pages = 0;
+        let firstPageAfterImmediate = 0;
+        try {
+          for await (const m of sub) {
+            if (m.kind === 'caught_up') break;
+            pages++;
+            if (immediateRan && firstPageAfterImmediate === 0) firstPageAfterImmediate = pages;
+            await sub.ack(m.events[m.events.length - 1]!.position);
+          }
+          assert.equal(pages, 10);
+          assert.ok(
+            firstPageAfterImmediate > 0 && firstPageAfterImmediate < pages,
+            `the event loop got a turn only after page ${firstPageAfterImmediate || 'none'} of ${pages}`,
+          );
+        } finally {
+          await sub.close();
+        }
+      }));
+
     it('signals caught_up at position 0 for an empty store', () =>
       withStore(makeStore, async (store) => {
         const sub = await store.subscribe(randomConsumer());
