@@ -219,10 +219,13 @@ export class DurableSubscription implements Subscription {
             if (this.stopped()) return;
             this.readPos = read[read.length - 1]!.position;
             const deliver = await this.locked(() => this.sortOut(read));
-            // A synchronous source (SQLite) never waits on I/O: without this, a catch-up would run to
-            // the head in one turn of the event loop, starving timers (lease heartbeats) and I/O.
-            await yieldToEventLoop();
-            if (this.stopped()) return;
+            if (lastPageFull) {
+              // A synchronous source (SQLite) never waits on I/O: without this, a catch-up would run
+              // to the head in one turn of the event loop, starving timers (lease heartbeats), I/O
+              // and V8's garbage-collection tasks. Live pages (not full) are delivered at once.
+              await yieldToEventLoop();
+              if (this.stopped()) return;
+            }
             if (lastPageFull && this.deps.source.readAhead) {
               const roomAfter = maxInFlight - this.outstanding.length - this.redelivered.size;
               if (roomAfter > 0) this.readAhead(filter, Math.min(roomAfter, batchSize));
