@@ -68,26 +68,35 @@ async function setBased(source: EventStore, db: Database.Database, batchSize = 5
   const checkpoint = db.prepare(
     "INSERT INTO checkpoints (consumer, position) VALUES ('set', ?) ON CONFLICT (consumer) DO UPDATE SET position = excluded.position",
   );
-  const apply = db.transaction(
-    (batch: { id: string; position: number; c: ReturnType<typeof billingChange> }[]) => {
-      const done = new Set(
-        (seen.all(JSON.stringify(batch.map((b) => b.id))) as { key: string }[]).map((r) => r.key),
-      );
-      const fresh = batch.filter((b) => !done.has(b.id));
-      upsert.run(JSON.stringify(fresh.map((b) => [b.c.customer, b.c.invoiced, b.c.paid])));
-      mark.run(JSON.stringify(fresh.map((b) => [b.id, b.position])));
-      checkpoint.run(batch[batch.length - 1]!.position);
-    },
-  );
-  let batch: { id: string; position: number; c: ReturnType<typeof billingChange> }[] = [];
+  const apply = db.transaction((batch: BaselineItem[]) => {
+    const done = new Set(
+      (seen.all(JSON.stringify(batch.map((b) => b.id))) as { key: string }[]).map((r) => r.key),
+    );
+    const fresh = batch.filter((b) => !done.has(b.id));
+    upsert.run(JSON.stringify(fresh.map((b) => [b.c.customer, b.c.invoiced, b.c.paid])));
+    mark.run(JSON.stringify(fresh.map((b) => [b.id, b.position])));
+    checkpoint.run(batch[batch.length - 1]!.position);
+  });
+  await inBatches(source, batchSize, (batch) => apply.immediate(batch));
+}
+
+type BaselineItem = { id: string; position: number; c: ReturnType<typeof billingChange> };
+
+/** Reads the whole log and hands it to `apply` in batches of `batchSize` (the baselines' loop). */
+async function inBatches(
+  source: EventStore,
+  batchSize: number,
+  apply: (batch: BaselineItem[]) => void,
+): Promise<void> {
+  let batch: BaselineItem[] = [];
   for await (const e of source.readAll()) {
     batch.push({ id: e.id, position: e.position, c: billingChange(e) });
     if (batch.length === batchSize) {
-      apply.immediate(batch);
+      apply(batch);
       batch = [];
     }
   }
-  if (batch.length > 0) apply.immediate(batch);
+  if (batch.length > 0) apply(batch);
 }
 
 /**
@@ -105,7 +114,7 @@ async function preparedLoop(source: EventStore, db: Database.Database, batchSize
   const checkpoint = db.prepare(
     "INSERT INTO checkpoints (consumer, position) VALUES ('loop', ?) ON CONFLICT (consumer) DO UPDATE SET position = excluded.position",
   );
-  const apply = db.transaction((batch: { id: string; position: number; c: ReturnType<typeof billingChange> }[]) => {
+  const apply = db.transaction((batch: BaselineItem[]) => {
     for (const b of batch) {
       if (seen.get(b.id) !== undefined) continue;
       upsert.run(b.c.customer, b.c.invoiced, b.c.paid);
@@ -113,15 +122,7 @@ async function preparedLoop(source: EventStore, db: Database.Database, batchSize
     }
     checkpoint.run(batch[batch.length - 1]!.position);
   });
-  let batch: { id: string; position: number; c: ReturnType<typeof billingChange> }[] = [];
-  for await (const e of source.readAll()) {
-    batch.push({ id: e.id, position: e.position, c: billingChange(e) });
-    if (batch.length === batchSize) {
-      apply.immediate(batch);
-      batch = [];
-    }
-  }
-  if (batch.length > 0) apply.immediate(batch);
+  await inBatches(source, batchSize, (batch) => apply.immediate(batch));
 }
 
 /** Runs the billing consumer on a fresh target file and checks that it billed every event once. */
@@ -130,7 +131,9 @@ async function runIdem(
   file: string,
   source: EventStore,
   n: number,
-  handler: (db: Database.Database) => Pick<ConsumerRunSpec<Database.Database>, 'handle' | 'handleBatch' | 'batchSize'>,
+  handler: (
+    db: Database.Database,
+  ) => Pick<ConsumerRunSpec<Database.Database>, 'handle' | 'handleBatch' | 'batchSize'>,
 ): Promise<Timed> {
   const db = openTargetDb(dir, file);
   const target = sqliteTarget(db);
@@ -184,9 +187,14 @@ export const consumerSqlite: Scenario = {
       ctx.log(`${NAME}: idem consumer, per-event handler (${n})`);
       const measured = await runIdem(dir, 'idem', source, n, (db) => ({ handle: sqliteBillingHandler(db) }));
       ctx.log(`${NAME}: idem consumer, batch handler (${n})`);
-      const batched = await runIdem(dir, 'idem_batch', source, n, (db) => ({ handleBatch: sqliteBillingBatchHandler(db) }));
+      const batched = await runIdem(dir, 'idem_batch', source, n, (db) => ({
+        handleBatch: sqliteBillingBatchHandler(db),
+      }));
       ctx.log(`${NAME}: idem consumer, batch handler, batch ${BIG_BATCH} (${n})`);
-      const big = await runIdem(dir, 'idem_big', source, n, (db) => ({ handleBatch: sqliteBillingBatchHandler(db), batchSize: BIG_BATCH }));
+      const big = await runIdem(dir, 'idem_big', source, n, (db) => ({
+        handleBatch: sqliteBillingBatchHandler(db),
+        batchSize: BIG_BATCH,
+      }));
       const target = { text: '>= 100,000 events/s', met: false };
       return [
         naiveRow,
@@ -199,7 +207,12 @@ export const consumerSqlite: Scenario = {
           against: naiveRow,
           target: { ...target, met: measured.eventsPerSec >= 100_000 },
         }),
-        row({ scenario: NAME, shape: 'billing handler (handle), batch 500, event-id + entity-version, vs set-based', measured, against: setRow }),
+        row({
+          scenario: NAME,
+          shape: 'billing handler (handle), batch 500, event-id + entity-version, vs set-based',
+          measured,
+          against: setRow,
+        }),
         row({
           scenario: NAME,
           shape: 'billing batch handler (handleBatch: one upsert per batch), vs naive',
@@ -207,7 +220,12 @@ export const consumerSqlite: Scenario = {
           against: naiveRow,
           target: { ...target, met: batched.eventsPerSec >= 100_000 },
         }),
-        row({ scenario: NAME, shape: 'billing batch handler (handleBatch: one upsert per batch), vs set-based', measured: batched, against: setRow }),
+        row({
+          scenario: NAME,
+          shape: 'billing batch handler (handleBatch: one upsert per batch), vs set-based',
+          measured: batched,
+          against: setRow,
+        }),
         // Informative: the same batch handler with bigger transactions (the baselines stay at 500).
         row({
           scenario: NAME,
