@@ -16,8 +16,6 @@ export interface PreparedEvent {
   readonly contentKey: string;
 }
 
-// Control characters (C0, DEL, C1) are refused in names: they break logs, terminals and URLs.
-
 export function validateStreamName(stream: unknown, field = 'stream'): string {
   if (typeof stream !== 'string') throw new InvalidInputError(field, 'must be a string');
   if (stream.length === 0) throw new InvalidInputError(field, 'must not be empty');
@@ -70,13 +68,23 @@ function validateType(type: unknown, index: number): string {
   throw new InvalidInputError(field, 'must not contain control characters');
 }
 
-/** True when `s` contains a control character (C0, DEL or C1); a loop, cheaper than a regex on short names. */
+/**
+ * True when `s` contains a control character (C0, DEL or C1), which names refuse: they break logs,
+ * terminals and URLs. A loop, cheaper than a regex on short names.
+ */
 function hasControl(s: string): boolean {
   for (let i = 0; i < s.length; i++) {
     const c = s.charCodeAt(i);
     if (c < 0x20 || (c >= 0x7f && c <= 0x9f)) return true;
   }
   return false;
+}
+
+/** Throws unless `value` is plain JSON; the reason (from `jsonProblem`) is only built then. */
+function requirePlainJson(value: unknown, index: number, key: 'data' | 'metadata'): void {
+  if (isPlainJson(value)) return;
+  const f = `events[${index}].${key}`;
+  throw new InvalidInputError(f, `must be JSON-serialisable: ${jsonProblem(value, f) ?? 'unknown problem'}`);
 }
 
 /** An event ready to store; its canonical content key is computed on first use only. */
@@ -147,24 +155,12 @@ export function prepareAppend(stream: unknown, events: unknown, limits: StoreLim
     if (data === undefined) {
       throw new InvalidInputError(`events[${i}].data`, 'is required (use null for none)');
     }
-    if (!isPlainJson(data)) {
-      const f = `events[${i}].data`;
-      throw new InvalidInputError(
-        f,
-        `must be JSON-serialisable: ${jsonProblem(data, f) ?? 'unknown problem'}`,
-      );
-    }
+    requirePlainJson(data, i, 'data');
     const metadata = e.metadata ?? {};
     if (metadata === null || typeof metadata !== 'object' || Array.isArray(metadata)) {
       throw new InvalidInputError(`events[${i}].metadata`, 'must be a JSON object');
     }
-    if (!isPlainJson(metadata)) {
-      const f = `events[${i}].metadata`;
-      throw new InvalidInputError(
-        f,
-        `must be JSON-serialisable: ${jsonProblem(metadata, f) ?? 'unknown problem'}`,
-      );
-    }
+    requirePlainJson(metadata, i, 'metadata');
     const dataJson = JSON.stringify(data);
     const metadataJson = e.metadata === undefined ? EMPTY_OBJECT_JSON : JSON.stringify(metadata);
     if (dataJson.length + metadataJson.length > safeChars) {

@@ -4,23 +4,9 @@ import { RawPostgresEvents } from '../rawPostgres.js';
 import { loadPgModule } from '../resources.js';
 import type { BenchRow, Scenario, ScenarioContext } from '../types.js';
 import { rawRow, type IdKind } from '../workload.js';
-import { appendInCalls } from './sqliteAppend.js';
+import { appendInCalls, appendSizes as sizes } from './sqliteAppend.js';
 
 const NAME = 'postgres-append';
-
-function sizes(ctx: ScenarioContext): {
-  single: number;
-  concurrent: number;
-  batchedSequential: number;
-  batched: number;
-} {
-  return {
-    single: ctx.size(100, 1_000),
-    concurrent: ctx.size(1_600, 10_000, 16),
-    batchedSequential: ctx.size(2_000, 20_000, 100),
-    batched: ctx.size(9_600, 100_000, 1_600),
-  };
-}
 
 /**
  * Raw `pg` writing `n` rows, `perStatement` per INSERT. `ids` and `perStream` as `rawRow`: the default

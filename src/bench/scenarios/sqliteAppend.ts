@@ -8,7 +8,8 @@ import { newEvent, rawRow, streamOf, type IdKind } from '../workload.js';
 
 const NAME = 'sqlite-append';
 
-function sizes(ctx: ScenarioContext): {
+/** The sizes of the four append shapes, shared by the SQLite and PostgreSQL append scenarios. */
+export function appendSizes(ctx: ScenarioContext): {
   single: number;
   concurrent: number;
   batchedSequential: number;
@@ -88,7 +89,7 @@ export const sqliteAppend: Scenario = {
   description: 'append to the embedded SQLite store (durability full) vs raw better-sqlite3 inserts',
   needs: [],
   async run(ctx) {
-    const n = sizes(ctx);
+    const n = appendSizes(ctx);
     const out: BenchRow[] = [];
 
     // Ids: the idem side uses UUIDv7 ids, made as idem makes them when a caller gives none (and as
