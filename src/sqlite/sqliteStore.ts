@@ -1,6 +1,4 @@
-import { mkdirSync } from 'node:fs';
-import { dirname } from 'node:path';
-import Database from 'better-sqlite3';
+import type Database from 'better-sqlite3';
 import { AppendListeners } from '../core/appendListeners.js';
 import type { AppendOptions, EventStore, ReadAllOptions, ReadStreamOptions } from '../core/eventStore.js';
 import type { AppendResult, NewEvent, RecordedEvent } from '../core/event.js';
@@ -15,6 +13,7 @@ import { SqliteSubscriptionState } from './subscriptionState.js';
 import { AppendBatcher } from './appendBatcher.js';
 import { EVENT_COLUMNS, filterSql, tuplesToRecordedEvents, type EventTuple } from './eventRows.js';
 import { runMigrations, STORE_MIGRATIONS } from './migrations.js';
+import { openDatabase, retryWhileBusy } from './connection.js';
 
 /**
  * - `'full'` (default): `synchronous=FULL`; an acknowledged append survives a process kill and an OS crash.
@@ -71,13 +70,10 @@ export class SqliteEventStore implements EventStore {
     this.durability = durability;
     this.limits = { ...DEFAULT_LIMITS, ...options.limits };
     this.pageSize = validateLimit(options.readPageSize, 'readPageSize') ?? 500;
-    if (options.path !== ':memory:') mkdirSync(dirname(options.path), { recursive: true });
-    this.db = new Database(options.path, { timeout: options.busyTimeoutMs ?? 10_000 });
+    const busyTimeoutMs = options.busyTimeoutMs ?? 10_000;
+    this.db = openDatabase(options.path, { durability, busyTimeoutMs });
     try {
-      this.db.pragma('journal_mode = WAL');
-      this.db.pragma(`synchronous = ${durability === 'full' ? 'FULL' : 'NORMAL'}`);
-      this.db.pragma('foreign_keys = ON');
-      runMigrations(this.db, STORE_MIGRATIONS);
+      retryWhileBusy(() => runMigrations(this.db, STORE_MIGRATIONS), busyTimeoutMs);
     } catch (err) {
       this.db.close();
       throw err;

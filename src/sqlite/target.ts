@@ -1,9 +1,8 @@
-import { mkdirSync } from 'node:fs';
-import { dirname } from 'node:path';
-import Database from 'better-sqlite3';
+import type Database from 'better-sqlite3';
 import type { BatchRecord, ConsumerTarget, TargetCheckpoint, TargetTransaction } from '../core/consumerTarget.js';
 import { ClosedError, InvalidInputError } from '../core/errors.js';
 import { runMigrations } from './migrations.js';
+import { openDatabase, retryWhileBusy } from './connection.js';
 import { TARGET_MIGRATIONS, TARGET_SCHEMA_TABLE } from './targetMigrations.js';
 import { SqliteOutbox } from './targetOutbox.js';
 
@@ -158,20 +157,19 @@ export class SqliteTarget implements ConsumerTarget<Database.Database> {
   /** The effect outbox (see docs/effects-and-replay.md). */
   readonly outbox = new SqliteOutbox();
   private readonly owned: boolean;
+  private readonly busyTimeoutMs: number;
   private statements: TargetStatements | null = null;
   private migrated = false;
   private queue: Promise<unknown> = Promise.resolve();
   private closed = false;
 
   constructor(pathOrDatabase: string | Database.Database, options: SqliteTargetOptions = {}) {
+    this.busyTimeoutMs = options.busyTimeoutMs ?? 10_000;
     if (typeof pathOrDatabase === 'string') {
       if (pathOrDatabase.length === 0) throw new InvalidInputError('path', 'must be a non-empty file path');
       const durability = options.durability ?? 'full';
       if (durability !== 'full' && durability !== 'normal') throw new InvalidInputError('durability', "must be 'full' or 'normal'");
-      if (pathOrDatabase !== ':memory:') mkdirSync(dirname(pathOrDatabase), { recursive: true });
-      this.db = new Database(pathOrDatabase, { timeout: options.busyTimeoutMs ?? 10_000 });
-      this.db.pragma('journal_mode = WAL');
-      this.db.pragma(`synchronous = ${durability === 'full' ? 'FULL' : 'NORMAL'}`);
+      this.db = openDatabase(pathOrDatabase, { durability, busyTimeoutMs: this.busyTimeoutMs });
       this.owned = true;
     } else if (pathOrDatabase && typeof pathOrDatabase.prepare === 'function') {
       this.db = pathOrDatabase;
@@ -191,7 +189,7 @@ export class SqliteTarget implements ConsumerTarget<Database.Database> {
   private ready(): TargetStatements {
     if (this.closed) throw new ClosedError('SQLite target');
     if (!this.migrated) {
-      runMigrations(this.db, TARGET_MIGRATIONS, TARGET_SCHEMA_TABLE);
+      retryWhileBusy(() => runMigrations(this.db, TARGET_MIGRATIONS, TARGET_SCHEMA_TABLE), this.busyTimeoutMs);
       this.migrated = true;
     }
     this.statements ??= new TargetStatements(this.db);
