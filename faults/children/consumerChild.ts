@@ -138,7 +138,8 @@ const consumer = createConsumer<unknown>({
   source: hookedSource,
   target: hookedTarget,
   ...(config.filter ? { filter: config.filter } : {}),
-  batch: { size: config.batchSize ?? 100 },
+  // Catch-up batches merge up to three pages: faults land inside merged batches too, and batches stay many.
+  batch: { size: config.batchSize ?? 100, catchUpSize: 3 * (config.batchSize ?? 100) },
   standby: config.standby ?? false,
   ...(config.leaseTtlMs !== undefined ? { leaseTtlMs: config.leaseTtlMs } : {}),
   reconnect: { initialDelayMs: 20, maxDelayMs: 500 },

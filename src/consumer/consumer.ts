@@ -131,7 +131,8 @@ class ConsumerRuntime<Tx> implements Consumer {
       filter: o.filter,
       from: o.from,
       batchSize: o.batch.size,
-      maxInFlight: Math.max(1000, o.batch.size * 2),
+      // Room for a whole catch-up batch being merged plus the page read ahead of it.
+      maxInFlight: Math.max(1000, o.batch.catchUpSize + 2 * o.batch.size),
       standby: o.standby,
       signal: this.subscribeAbort.signal,
       ...(o.leaseTtlMs !== undefined ? { leaseTtlMs: o.leaseTtlMs } : {}),
@@ -178,7 +179,7 @@ class ConsumerRuntime<Tx> implements Consumer {
   }
 
   private async consume(sub: Subscription): Promise<'ended' | 'failed'> {
-    const batcher = new MessageBatcher(sub[Symbol.asyncIterator](), this.o.batch.size, this.o.batch.maxWaitMs);
+    const batcher = new MessageBatcher(sub[Symbol.asyncIterator](), this.o.batch);
     for (;;) {
       const work = await batcher.next();
       if (work.kind === 'end' || this.stopping) return 'ended';

@@ -8,20 +8,34 @@ export type Work =
   | { kind: 'end' };
 
 /**
- * Turns a subscription's messages into batches: consecutive event messages are merged up to `size`
- * events, waiting at most `maxWaitMs` after the first for more. A caught-up marker or a redelivery
- * closes the batch and comes out on its own, so order is kept.
+ * Turns a subscription's messages into batches, keeping order: a caught-up marker or a redelivery
+ * closes the batch and comes out on its own.
+ *
+ * - While catching up (until the subscription's first caught-up marker) consecutive pages are merged
+ *   up to `catchUpSize` events without any timer: a catch-up source delivers either the next page or
+ *   the caught-up marker without waiting for new appends, so nothing is held back.
+ * - Once live, consecutive event messages are merged up to `size` events, waiting at most
+ *   `maxWaitMs` after the first for more (0: each message is a batch).
+ *
+ * A message that would take a batch over its limit is held for the next batch.
  */
 export class MessageBatcher {
   private pending: Promise<IteratorResult<SubscriptionMessage>> | null = null;
   private held: SubscriptionMessage | null = null;
   private ended = false;
+  private live = false;
+  private readonly size: number;
+  private readonly catchUpSize: number;
+  private readonly maxWaitMs: number;
 
   constructor(
     private readonly it: AsyncIterator<SubscriptionMessage>,
-    private readonly size: number,
-    private readonly maxWaitMs: number,
-  ) {}
+    limits: { size: number; catchUpSize?: number; maxWaitMs: number },
+  ) {
+    this.size = limits.size;
+    this.catchUpSize = Math.max(limits.size, limits.catchUpSize ?? limits.size);
+    this.maxWaitMs = limits.maxWaitMs;
+  }
 
   private pull(): Promise<IteratorResult<SubscriptionMessage>> {
     const p = this.pending ?? this.it.next();
@@ -60,26 +74,52 @@ export class MessageBatcher {
       }
       first = r.value;
     }
-    if (first.kind === 'caught_up') return { kind: 'caught_up', position: first.position };
+    if (first.kind === 'caught_up') {
+      this.live = true;
+      return { kind: 'caught_up', position: first.position };
+    }
     const events = [...first.events];
-    if (first.redelivery || this.maxWaitMs <= 0) return { kind: 'events', events, redelivery: first.redelivery };
+    if (first.redelivery) return { kind: 'events', events, redelivery: true };
+    if (!this.live) await this.mergeCatchUp(events);
+    else if (this.maxWaitMs > 0) await this.mergeLive(events);
+    return { kind: 'events', events, redelivery: false };
+  }
+
+  /** Appends the pages that follow to `events`, up to `catchUpSize` events or the caught-up marker. */
+  private async mergeCatchUp(events: RecordedEvent[]): Promise<void> {
+    while (events.length < this.catchUpSize) {
+      const r = await this.pull();
+      if (r.done) {
+        this.ended = true;
+        return;
+      }
+      if (!this.take(events, r.value, this.catchUpSize)) return;
+    }
+  }
+
+  /** Appends the messages that arrive within `maxWaitMs` to `events`, up to `size` events. */
+  private async mergeLive(events: RecordedEvent[]): Promise<void> {
     const deadline = Date.now() + this.maxWaitMs;
     while (events.length < this.size) {
       const left = deadline - Date.now();
-      if (left <= 0) break;
+      if (left <= 0) return;
       const r = await this.pullWithin(left);
-      if (r === 'timeout') break;
+      if (r === 'timeout') return;
       if (r.done) {
         this.ended = true;
-        break;
+        return;
       }
-      const m = r.value;
-      if (m.kind === 'caught_up' || m.redelivery) {
-        this.held = m;
-        break;
-      }
-      events.push(...m.events);
+      if (!this.take(events, r.value, this.size)) return;
     }
-    return { kind: 'events', events, redelivery: false };
+  }
+
+  /** Adds an ordinary event message to the batch if it fits in `limit`; otherwise holds it for the next batch. */
+  private take(events: RecordedEvent[], m: SubscriptionMessage, limit: number): boolean {
+    if (m.kind === 'caught_up' || m.redelivery || events.length + m.events.length > limit) {
+      this.held = m;
+      return false;
+    }
+    for (const e of m.events) events.push(e);
+    return true;
   }
 }

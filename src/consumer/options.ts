@@ -84,8 +84,15 @@ export interface ErrorPolicy {
 }
 
 export interface BatchOptions {
-  /** Most events in one target transaction. @default 500 */
+  /** Most events in one target transaction once live, and the size of each page read from the source. @default 500 */
   size?: number;
+  /**
+   * Most events in one target transaction while catching up (from the start of a subscription until
+   * the source says it caught up): the pages read are merged, so a long catch-up commits, acks and
+   * writes each B-tree page of the target less often. Set it to `size` to commit page by page.
+   * @default the larger of 5000 and `size`
+   */
+  catchUpSize?: number;
   /** How long to wait for more events to fill a batch once one has arrived, in ms. @default 0 (process what is delivered) */
   maxWaitMs?: number;
 }
@@ -161,6 +168,17 @@ function intOption(value: unknown, field: string, min: number, fallback: number)
   return value;
 }
 
+/** The default most events per transaction while catching up (see `BatchOptions.catchUpSize`). */
+export const DEFAULT_CATCH_UP_BATCH = 5000;
+
+function resolveBatch(batch: BatchOptions | undefined): Required<BatchOptions> {
+  if (batch !== undefined && (batch === null || typeof batch !== 'object')) throw new InvalidInputError('batch', 'must be an object');
+  const size = intOption(batch?.size, 'batch.size', 1, 500);
+  const catchUpSize = intOption(batch?.catchUpSize, 'batch.catchUpSize', 1, Math.max(DEFAULT_CATCH_UP_BATCH, size));
+  if (catchUpSize < size) throw new InvalidInputError('batch.catchUpSize', `must be at least batch.size (${size})`);
+  return { size, catchUpSize, maxWaitMs: intOption(batch?.maxWaitMs, 'batch.maxWaitMs', 0, 0) };
+}
+
 /** Checks the options and fills in defaults; bad input throws `InvalidInputError` naming the field. */
 export function resolveOptions<Tx>(options: ConsumerOptions<Tx>): ResolvedOptions<Tx> {
   if (options === null || typeof options !== 'object') throw new InvalidInputError('options', 'must be an object');
@@ -216,10 +234,7 @@ export function resolveOptions<Tx>(options: ConsumerOptions<Tx>): ResolvedOption
       then,
     },
     gaps,
-    batch: {
-      size: intOption(options.batch?.size, 'batch.size', 1, 500),
-      maxWaitMs: intOption(options.batch?.maxWaitMs, 'batch.maxWaitMs', 0, 0),
-    },
+    batch: resolveBatch(options.batch),
     standby: options.standby === true,
     from,
     leaseTtlMs,

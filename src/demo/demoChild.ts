@@ -74,7 +74,7 @@ async function start(): Promise<void> {
     guard: ['event-id', 'entity-version'],
     gaps: 'recover',
     handle,
-    batch: { size: 100 },
+    batch: { size: 100, catchUpSize: 100 },
     // A restarted process may find the killed one's lease still held: wait for it instead of failing.
     standby: true,
     leaseTtlMs: 3000,

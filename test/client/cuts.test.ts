@@ -97,7 +97,8 @@ describe('remote consumer through connection cuts', () => {
           billing(event);
           count.run(event.id);
         },
-        batch: { size: 200 },
+        // Catch-up batches merge two pages, so cuts also land while a merged batch is being read.
+        batch: { size: 200, catchUpSize: 400 },
         reconnect: { initialDelayMs: 5, maxDelayMs: 100 },
       });
       consumer = c;
@@ -113,6 +114,8 @@ describe('remote consumer through connection cuts', () => {
         });
         assert.notEqual(c.status().state, 'failed', `consumer failed: ${String(c.status().lastError?.message)}`);
         if (proxy.cut() > 0) cuts++;
+        // No connection open (the consumer is between reconnects): let it reconnect before trying again.
+        else await new Promise((resolve) => setTimeout(resolve, 5));
       }
       await c.whenCaughtUp({ timeoutMs: 60_000 });
       await c.stop();

@@ -45,7 +45,7 @@ async function runModel(ops: Op[], guard: Guard[]): Promise<void> {
       source,
       target,
       guard,
-      batch: { size: 3 },
+      batch: { size: 3, catchUpSize: 9 },
       reconnect: { initialDelayMs: 1, maxDelayMs: 4 },
       handle: (e, ctx) => fx.add(ctx.tx, 'out', e.stream, (e.data as { amount: number }).amount),
     });

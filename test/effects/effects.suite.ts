@@ -139,7 +139,7 @@ export function describeEffects(label: string, make: MakeFixture, skip: string |
         // connections to one file in one process would block the event loop on the write lock.)
         target: fx.target,
         handle,
-        batch: { size: 1 },
+        batch: { size: 1, catchUpSize: 1 }, // one event per transaction, so v3 stops at its gate after position 3
         progressIntervalMs: 10,
         onProgress: (p) => samples.push(p),
       });

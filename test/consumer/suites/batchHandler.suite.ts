@@ -35,6 +35,51 @@ function recordingBatch<Tx>(
 /** `handleBatch`: the new events of a batch in one call, with failing events isolated by bisection. */
 export function describeBatchHandler<Tx>(label: string, make: MakeTargetFixture<Tx>): void {
   describe(`consumer batch handler (${label})`, () => {
+    it('while catching up, pages merge into transactions of up to batch.catchUpSize events; once live, each delivery is its own', () =>
+      withHarness(make, async (h) => {
+        const streams = [randomStream('invoice'), randomStream('invoice'), randomStream('invoice')];
+        const expected = await h.appendAmounts(streams, 20); // 60 events: pages of 7 (8 full, then 4)
+        const calls: Call[] = [];
+        const c = h.consumer({ handleBatch: recordingBatch(h, calls), batch: { size: 7, catchUpSize: 21 } });
+        await c.start();
+        await c.whenCaughtUp();
+        assert.deepEqual(await h.totals(), expected);
+        assert.deepEqual(
+          calls.map((call) => call.positions.length),
+          [21, 21, 18],
+          'three pages per transaction, never more than catchUpSize, and the last partial page with them',
+        );
+        assert.deepEqual(calls.flatMap((call) => call.positions), Array.from({ length: 60 }, (_, i) => i + 1));
+        assert.equal(c.metrics().batches, 3);
+        assert.equal((await h.fx.target.readCheckpoint(h.name)).position, 60);
+        assert.equal((await h.store.consumers.get(h.name)).position, 60);
+
+        // Live: appends arriving one by one are handled as they come, not held back to fill a batch.
+        calls.length = 0;
+        for (let i = 1; i <= 3; i++) {
+          await h.store.append(streams[0]!, [{ type: 'amount.added', data: { amount: 1 } }]);
+          await until(async () => (await h.fx.target.readCheckpoint(h.name)).position === 60 + i, {
+            timeoutMs: 10_000,
+            message: `live event ${i} handled without waiting for more`,
+          });
+        }
+        assert.deepEqual(calls.map((call) => call.positions), [[61], [62], [63]]);
+        await c.stop();
+      }));
+
+    it('merges catch-up pages up to 5,000 events by default (batch.size 500)', () =>
+      withHarness(make, async (h) => {
+        const s = randomStream('invoice');
+        const expected = await h.appendAmounts([s], 1200);
+        const calls: Call[] = [];
+        const c = h.consumer({ handleBatch: recordingBatch(h, calls) });
+        await c.start();
+        await c.whenCaughtUp();
+        assert.deepEqual(await h.totals(), expected);
+        assert.deepEqual(calls.map((call) => call.positions.length), [1200], 'three pages of 500 in one transaction');
+        await c.stop();
+      }));
+
     it('gets the new events of a batch in one call, in order; output, ledger and checkpoint commit together; duplicates never reach it', () =>
       withHarness(make, async (h) => {
         const streams = [randomStream('invoice'), randomStream('invoice'), randomStream('invoice')];

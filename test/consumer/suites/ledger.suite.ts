@@ -14,7 +14,7 @@ export function describeLedgerAndGuards<Tx>(label: string, make: MakeTargetFixtu
       withHarness(make, async (h) => {
         const streams = [randomStream('invoice'), randomStream('invoice'), randomStream('invoice')];
         const expected = await h.appendAmounts(streams, 20);
-        const c = h.consumer({ batch: { size: 7 } });
+        const c = h.consumer({ batch: { size: 7, catchUpSize: 7 } });
         await c.start();
         await c.whenCaughtUp();
         assert.deepEqual(await h.totals(), expected);
@@ -170,6 +170,13 @@ export function describeLedgerAndGuards<Tx>(label: string, make: MakeTargetFixtu
         assert.throws(() => createConsumer({ ...base, name: 'bad name!' }), { code: 'invalid_input', field: 'name' });
         assert.throws(() => createConsumer({ ...base, guard: 'nope' as never }), { code: 'invalid_input', field: 'guard' });
         assert.throws(() => createConsumer({ ...base, batch: { size: 0 } }), { code: 'invalid_input', field: 'batch.size' });
+        assert.throws(() => createConsumer({ ...base, batch: { catchUpSize: 0 } }), { code: 'invalid_input', field: 'batch.catchUpSize' });
+        assert.throws(() => createConsumer({ ...base, batch: { size: 50, catchUpSize: 20 } }), {
+          code: 'invalid_input',
+          field: 'batch.catchUpSize',
+          message: /at least batch\.size \(50\)/,
+        });
+        assert.throws(() => createConsumer({ ...base, batch: 5 as never }), { code: 'invalid_input', field: 'batch' });
         assert.throws(() => createConsumer({ ...base, onError: { then: 'ignore' as never } }), {
           code: 'invalid_input',
           field: 'onError.then',

@@ -34,7 +34,8 @@ const consumer = createConsumer({
   source: store,
   target,
   filter: { categories: ['invoice'] },
-  batch: { size: 100 },
+  // Merged catch-up batches of up to 300: kills land inside merged batches too, and there are enough batches to kill in.
+  batch: { size: 100, catchUpSize: 300 },
   standby: true,
   leaseTtlMs: 400,
   handle: (event) => {
