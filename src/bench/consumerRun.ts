@@ -1,7 +1,7 @@
 import { setTimeout as delay } from 'node:timers/promises';
 import type { ConsumerTarget } from '../core/consumerTarget.js';
 import type { EventStore } from '../core/eventStore.js';
-import { createConsumer, type BatchHandler, type Consumer, type Guard, type Handler } from '../consumer/index.js';
+import { createConsumer, type BatchHandler, type BatchOptions, type Consumer, type Guard, type Handler } from '../consumer/index.js';
 import { timed, type Timed } from './measure.js';
 
 export interface ConsumerRunSpec<Tx> {
@@ -13,8 +13,8 @@ export interface ConsumerRunSpec<Tx> {
   handleBatch?: BatchHandler<Tx>;
   /** @default ['event-id', 'entity-version'] (ledger rows and entity versions, as the issue asks) */
   guard?: Guard[];
-  /** @default 500 */
-  batchSize?: number;
+  /** The consumer's batch options. @default the consumer's defaults (pages of 500, catch-up transactions of up to 5,000) */
+  batch?: BatchOptions;
 }
 
 /** Waits (polling the in-memory status, so the wait itself costs nothing measurable) until the consumer acked `position`. */
@@ -46,7 +46,7 @@ export async function timeConsumer<Tx>(spec: ConsumerRunSpec<Tx>, events: number
     target: spec.target,
     guard: spec.guard ?? ['event-id', 'entity-version'],
     ...(spec.handleBatch ? { handleBatch: spec.handleBatch } : spec.handle ? { handle: spec.handle } : {}),
-    batch: { size: spec.batchSize ?? 500 },
+    ...(spec.batch ? { batch: spec.batch } : {}),
   });
   try {
     return await timed(events, async () => {

@@ -82,13 +82,12 @@ export function rawRow(i: number, ids: IdKind = 'v4', perStream = 1): RawRow {
 
 /**
  * Fills a store with `total` benchmark events (1,000 per call, a few calls at a time) without holding
- * them all in memory. Setup only: never timed.
+ * them all in memory. Setup only: never timed. `ids`: how the event ids are made (random v4 by default).
  */
 export async function populate(
   store: Pick<EventStore, 'append'>,
   total: number,
-  perCall = 1000,
-  callers = 4,
+  { perCall = 1000, callers = 4, ids = 'v4' }: { perCall?: number; callers?: number; ids?: IdKind } = {},
 ): Promise<void> {
   const calls = Math.ceil(total / perCall);
   let next = 0;
@@ -98,7 +97,7 @@ export async function populate(
       const n = Math.min(perCall, total - c * perCall);
       await store.append(
         streamOf(c),
-        Array.from({ length: n }, (_, j) => newEvent(c * perCall + j)),
+        Array.from({ length: n }, (_, j) => newEvent(c * perCall + j, ids)),
       );
     }
   };

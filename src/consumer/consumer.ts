@@ -227,7 +227,7 @@ class ConsumerRuntime<Tx> implements Consumer {
     this.m.add('recovered', t.recovered);
     this.m.add('deadLetters', t.deadLetters);
     this.m.add('parked', t.parked);
-    for (const s of t.handledStreams) this.m.parkedStreams.delete(s);
+    if (this.m.parkedStreams.size > 0) for (const s of t.handledStreams) this.m.parkedStreams.delete(s);
     for (const s of t.parkedStreams) this.m.parkedStreams.add(s);
     for (const s of t.handlerSeconds) this.m.handlerSeconds(s);
     for (const ms of t.recordedAtMs) this.m.endToEndSeconds(Math.max(0, now - ms) / 1000);

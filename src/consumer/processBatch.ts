@@ -166,8 +166,11 @@ function runBatch<Tx>(
         ? o.effects.write(t.tx, e, kind, payload, options)
         : Promise.reject(new InvalidInputError('effect', `the ${o.target.kind} target has no effect outbox`));
 
-    /** Calls the user's handler on one event (`handle`) or on events in order (`handleBatch`). */
-    const invoke = async (list: Pending[], attempt: number): Promise<void> => {
+    /**
+     * Calls the user's handler on one event (`handle`) or on events in order (`handleBatch`); returns
+     * its promise, if any, so that a synchronous handler (SQLite) costs no promise. Throws what it throws.
+     */
+    const invoke = (list: Pending[], attempt: number): void | Promise<void> => {
       if (o.handleBatch) {
         const ctx: BatchHandlerContext<Tx> = {
           tx: t.tx,
@@ -180,12 +183,10 @@ function runBatch<Tx>(
           version,
           tableSuffix,
         };
-        const r = o.handleBatch(
+        return o.handleBatch(
           list.map((p) => p.e),
           ctx,
-        );
-        if (r !== undefined && typeof (r as Promise<void> | undefined)?.then === 'function') await r;
-        return;
+        ) as void | Promise<void>;
       }
       const { e, recovered } = list[0]!;
       const ctx: HandlerContext<Tx> = {
@@ -199,8 +200,12 @@ function runBatch<Tx>(
         version,
         tableSuffix,
       };
-      const r = o.handle!(e, ctx);
-      if (r !== undefined && typeof (r as Promise<void> | undefined)?.then === 'function') await r;
+      return o.handle!(e, ctx) as void | Promise<void>;
+    };
+    /** `invoke`, awaited only when the handler returned a promise. */
+    const call = async (list: Pending[], attempt: number): Promise<void> => {
+      const r = invoke(list, attempt);
+      if (r !== undefined && typeof r?.then === 'function') await r;
     };
 
     /** Counts an event as handled: its ledger keys and entity version are written with the batch. */
@@ -223,7 +228,7 @@ function runBatch<Tx>(
       await t.savepoint();
       const started = performance.now();
       try {
-        await invoke(list, 1);
+        await call(list, 1);
         await t.releaseSavepoint();
         tally.handlerSeconds.push((performance.now() - started) / 1000);
         return null;
@@ -247,7 +252,7 @@ function runBatch<Tx>(
       if (!tried) {
         const started = performance.now();
         try {
-          await invoke(list, 1);
+          await call(list, 1);
         } catch (err) {
           throw new SlowPathNeeded(null, asError(err));
         }
@@ -263,14 +268,45 @@ function runBatch<Tx>(
      * the batch handler; or alone in a savepoint with its retries, when it failed before or `handle` is
      * on the slow path. Returns the failure once its attempts are used up.
      */
-    const apply = async (e: RecordedEvent, keys: string[], recovered: boolean): Promise<Failure | null> => {
+    const apply = (e: RecordedEvent, keys: string[], recovered: boolean): Failure | null | Promise<Failure | null> => {
       const before = tried?.get(e.position);
       if (o.handleBatch && !before) {
         pending.push({ e, recovered });
         handled(e, keys);
         return null;
       }
+      if (pending.length > 0 || tried) return applyAlone(e, keys, recovered, before);
+      // The fast path: the handler bare (a failure reruns the batch with isolation), and no promise
+      // when the handler returns none (SQLite targets).
+      const started = performance.now();
+      let r: void | Promise<void>;
+      try {
+        r = invoke([{ e, recovered }], 1);
+      } catch (err) {
+        throw new SlowPathNeeded(e.position, asError(err));
+      }
+      if (r !== undefined && typeof r?.then === 'function') return settle(r, e, keys, started);
+      tally.handlerSeconds.push((performance.now() - started) / 1000);
+      handled(e, keys);
+      return null;
+    };
+
+    /** The fast path's end for a handler that returned a promise. */
+    const settle = async (r: Promise<void>, e: RecordedEvent, keys: string[], started: number): Promise<null> => {
+      try {
+        await r;
+      } catch (err) {
+        throw new SlowPathNeeded(e.position, asError(err));
+      }
+      tally.handlerSeconds.push((performance.now() - started) / 1000);
+      handled(e, keys);
+      return null;
+    };
+
+    /** `apply` after a flush of staged events, on the slow path: in a savepoint, with its retries. */
+    const applyAlone = async (e: RecordedEvent, keys: string[], recovered: boolean, before: Tried | undefined): Promise<Failure | null> => {
       await flush();
+      if (!tried) return apply(e, keys, recovered);
       let attempt = before?.attempts ?? 0;
       if (before && attempt >= o.onError.attempts) return { error: before.error, attempts: attempt, fatal: false };
       for (;;) {
@@ -278,13 +314,12 @@ function runBatch<Tx>(
           await sleep(backoffDelay(attempt, o.onError.initialDelayMs, o.onError.maxDelayMs));
         }
         attempt++;
-        if (tried) await t.savepoint();
+        await t.savepoint();
         const started = performance.now();
         try {
-          await invoke([{ e, recovered }], attempt);
-          if (tried) await t.releaseSavepoint();
+          await call([{ e, recovered }], attempt);
+          await t.releaseSavepoint();
         } catch (err) {
-          if (!tried) throw new SlowPathNeeded(e.position, asError(err));
           await t.rollbackToSavepoint();
           if (attempt >= o.onError.attempts) return { error: asError(err), attempts: attempt, fatal: false };
           continue;
@@ -354,7 +389,10 @@ function runBatch<Tx>(
       } else {
         const current = lastApplied(e.stream);
         failure = o.guards.entityVersion && e.version > current + 1 ? await recoverGap(e, current) : null;
-        failure ??= await apply(e, keys, false);
+        if (!failure) {
+          const r = apply(e, keys, false);
+          failure = r instanceof Promise ? await r : r;
+        }
       }
       if (!failure) continue;
       if (o.onError.then === 'dead-letter' && !failure.fatal) {

@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { benchScenarioNames, type BenchReport } from '../../src/bench/index.js';
+import { idem } from '../cli/cli.js';
 
 /** Runs `npm run bench`'s script as CI does, at a tiny scale, and returns its parsed JSON report. */
 function runQuickBench(tmp: string): Promise<{ code: number | null; report: BenchReport; stderr: string }> {
@@ -33,6 +34,13 @@ function runQuickBench(tmp: string): Promise<{ code: number | null; report: Benc
 }
 
 describe('npm run bench', () => {
+  it('idem bench --help names every scenario', async () => {
+    const r = await idem(['bench', '--help']);
+    assert.equal(r.code, 0, r.stderr);
+    const help = r.stdout.replace(/\s+/g, ' ');
+    for (const name of benchScenarioNames()) assert.match(help, new RegExp(`\\b${name}\\b`), `help names ${name}`);
+  });
+
   it(
     'runs every scenario in --quick mode and reports numeric figures for each',
     { timeout: 120_000 },

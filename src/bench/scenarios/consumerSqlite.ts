@@ -1,6 +1,7 @@
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import type { EventStore } from '../../core/eventStore.js';
+import { DEFAULT_CATCH_UP_BATCH } from '../../consumer/options.js';
 import { openSqliteStore, sqliteTarget } from '../../sqlite/index.js';
 import {
   billingChange,
@@ -18,8 +19,10 @@ import { populate } from '../workload.js';
 
 const NAME = 'consumer-sqlite';
 
-/** A bigger consumer batch, measured as an extra row: fewer commits, and each B-tree page dirtied once for more rows. */
-const BIG_BATCH = 5000;
+/** Events per transaction of idem's default catch-up (`batch.catchUpSize`), and of the baselines read beside it. */
+const CATCH_UP = DEFAULT_CATCH_UP_BATCH;
+/** Events per page (`batch.size`, the default), and per transaction of the baselines read beside the page-by-page row. */
+const PAGE = 500;
 
 const LEDGER_DDL = `
   CREATE TABLE IF NOT EXISTS processed (
@@ -55,8 +58,8 @@ async function naiveLoop(source: EventStore, db: Database.Database, n: number): 
   for await (const e of source.readAll({ limit: n })) one.immediate(e.id, e.position, billingChange(e));
 }
 
-/** The set-based batch without idem: per 500 events one transaction of set statements (ledger check, upsert, ledger, checkpoint). */
-async function setBased(source: EventStore, db: Database.Database, batchSize = 500): Promise<void> {
+/** The set-based batch without idem: per `batchSize` events one transaction of set statements (ledger check, upsert, ledger, checkpoint). */
+async function setBased(source: EventStore, db: Database.Database, batchSize: number): Promise<void> {
   db.exec(LEDGER_DDL);
   const seen = db.prepare(
     "SELECT key FROM processed WHERE consumer = 'set' AND key IN (SELECT value FROM json_each(?))",
@@ -106,7 +109,7 @@ async function inBatches(
  * than json_each for 500 rows), so this is the stronger hand-written baseline to read beside the
  * set-based one.
  */
-async function preparedLoop(source: EventStore, db: Database.Database, batchSize = 500): Promise<void> {
+async function preparedLoop(source: EventStore, db: Database.Database, batchSize: number): Promise<void> {
   db.exec(LEDGER_DDL);
   const seen = db.prepare("SELECT 1 FROM processed WHERE consumer = 'loop' AND key = ?").pluck();
   const upsert = db.prepare(SQLITE_BILLING_UPSERT);
@@ -133,7 +136,7 @@ async function runIdem(
   n: number,
   handler: (
     db: Database.Database,
-  ) => Pick<ConsumerRunSpec<Database.Database>, 'handle' | 'handleBatch' | 'batchSize'>,
+  ) => Pick<ConsumerRunSpec<Database.Database>, 'handle' | 'handleBatch' | 'batch'>,
 ): Promise<Timed> {
   const db = openTargetDb(dir, file);
   const target = sqliteTarget(db);
@@ -159,9 +162,10 @@ export const consumerSqlite: Scenario = {
     const nNaive = ctx.size(100, 1_000);
     const dir = await ctx.tempDir();
     const source = await openSqliteStore({ path: join(dir, 'source.db'), durability: 'full' });
+    const randomIds = await openSqliteStore({ path: join(dir, 'source-v4.db'), durability: 'full' });
     try {
-      ctx.log(`${NAME}: populating the source with ${n} events`);
-      await populate(source, n);
+      ctx.log(`${NAME}: populating the source with ${n} events (UUIDv7 ids, as idem makes them)`);
+      await populate(source, n, { ids: 'v7' });
 
       ctx.log(`${NAME}: baseline naive loop (${nNaive})`);
       const naiveDb = openTargetDb(dir, 'naive');
@@ -170,19 +174,22 @@ export const consumerSqlite: Scenario = {
       naiveDb.close();
       const naiveRow = baselineRow(NAME, 'naive loop, 1 tx/event', naive);
 
-      ctx.log(`${NAME}: baseline set-based batches (${n})`);
-      const setDb = openTargetDb(dir, 'set');
-      const set = await timed(n, () => setBased(source, setDb));
-      checkBilled(setDb, n, 'set-based batch');
-      setDb.close();
-      const setRow = baselineRow(NAME, 'set-based batch of 500, no idem', set);
-
-      ctx.log(`${NAME}: baseline prepared loops (${n})`);
-      const loopDb = openTargetDb(dir, 'loop');
-      const loop = await timed(n, () => preparedLoop(source, loopDb));
-      checkBilled(loopDb, n, 'prepared loop');
-      loopDb.close();
-      const loopRow = baselineRow(NAME, 'prepared-statement loop, 500 per transaction, no idem', loop);
+      const baseline = async (
+        what: 'set-based batch' | 'prepared-statement loop',
+        size: number,
+      ): Promise<BenchRow> => {
+        ctx.log(`${NAME}: baseline ${what}, ${size} per transaction (${n})`);
+        const file = `${what === 'set-based batch' ? 'set' : 'loop'}_${size}`;
+        const db = openTargetDb(dir, file);
+        const t = await timed(n, () => (what === 'set-based batch' ? setBased : preparedLoop)(source, db, size));
+        checkBilled(db, n, `${what} of ${size}`);
+        db.close();
+        return baselineRow(NAME, `${what}, ${size.toLocaleString('en-US')} per transaction, no idem`, t);
+      };
+      const setPageRow = await baseline('set-based batch', PAGE);
+      const loopPageRow = await baseline('prepared-statement loop', PAGE);
+      const setRow = await baseline('set-based batch', CATCH_UP);
+      const loopRow = await baseline('prepared-statement loop', CATCH_UP);
 
       ctx.log(`${NAME}: idem consumer, per-event handler (${n})`);
       const measured = await runIdem(dir, 'idem', source, n, (db) => ({ handle: sqliteBillingHandler(db) }));
@@ -190,52 +197,67 @@ export const consumerSqlite: Scenario = {
       const batched = await runIdem(dir, 'idem_batch', source, n, (db) => ({
         handleBatch: sqliteBillingBatchHandler(db),
       }));
-      ctx.log(`${NAME}: idem consumer, batch handler, batch ${BIG_BATCH} (${n})`);
-      const big = await runIdem(dir, 'idem_big', source, n, (db) => ({
-        handleBatch: sqliteBillingBatchHandler(db),
-        batchSize: BIG_BATCH,
+      ctx.log(`${NAME}: idem consumer, per-event handler, a transaction per page of ${PAGE} (${n})`);
+      const perPage = await runIdem(dir, 'idem_page', source, n, (db) => ({
+        handle: sqliteBillingHandler(db),
+        batch: { size: PAGE, catchUpSize: PAGE },
       }));
-      const target = { text: '>= 100,000 events/s', met: false };
+      ctx.log(`${NAME}: idem consumer, per-event handler, source with random v4 ids (${n})`);
+      await populate(randomIds, n, { ids: 'v4' });
+      const v4 = await runIdem(dir, 'idem_v4', randomIds, n, (db) => ({ handle: sqliteBillingHandler(db) }));
+
+      const defaults = `pages of ${PAGE}, catch-up transactions of up to ${CATCH_UP.toLocaleString('en-US')}`;
+      const target = (t: Timed): { text: string; met: boolean } => ({
+        text: '>= 100,000 events/s',
+        met: t.eventsPerSec >= 100_000,
+      });
       return [
         naiveRow,
+        setPageRow,
+        loopPageRow,
         setRow,
         loopRow,
         row({
           scenario: NAME,
-          shape: 'billing handler (handle), batch 500, event-id + entity-version, vs naive',
+          shape: `billing handler (handle), event-id + entity-version, ${defaults}, vs naive`,
           measured,
           against: naiveRow,
-          target: { ...target, met: measured.eventsPerSec >= 100_000 },
+          target: target(measured),
         }),
         row({
           scenario: NAME,
-          shape: 'billing handler (handle), batch 500, event-id + entity-version, vs set-based',
+          shape: `billing handler (handle), ${defaults}, vs set-based of the same size`,
           measured,
           against: setRow,
         }),
         row({
           scenario: NAME,
-          shape: 'billing batch handler (handleBatch: one upsert per batch), vs naive',
-          measured: batched,
-          against: naiveRow,
-          target: { ...target, met: batched.eventsPerSec >= 100_000 },
+          shape: `billing handler (handle), ${defaults}, vs prepared loop of the same size`,
+          measured,
+          against: loopRow,
         }),
         row({
           scenario: NAME,
-          shape: 'billing batch handler (handleBatch: one upsert per batch), vs set-based',
+          shape: `billing batch handler (handleBatch: one upsert per batch), ${defaults}, vs set-based of the same size`,
           measured: batched,
           against: setRow,
+          target: target(batched),
         }),
-        // Informative: the same batch handler with bigger transactions (the baselines stay at 500).
+        // Informative rows.
         row({
           scenario: NAME,
-          shape: `billing batch handler (handleBatch), batch ${BIG_BATCH.toLocaleString('en-US')}, vs set-based`,
-          measured: big,
-          against: setRow,
-          target: { ...target, met: big.eventsPerSec >= 100_000 },
+          shape: `billing handler (handle), a transaction per page of ${PAGE}, vs prepared loop of the same size`,
+          measured: perPage,
+          against: loopPageRow,
+        }),
+        row({
+          scenario: NAME,
+          shape: `billing handler (handle), ${defaults}, source with random v4 event ids`,
+          measured: v4,
         }),
       ] satisfies BenchRow[];
     } finally {
+      await randomIds.close();
       await source.close();
     }
   },
