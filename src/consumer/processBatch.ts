@@ -186,7 +186,7 @@ function runBatch<Tx>(
         return o.handleBatch(
           list.map((p) => p.e),
           ctx,
-        ) as void | Promise<void>;
+        );
       }
       const { e, recovered } = list[0]!;
       const ctx: HandlerContext<Tx> = {
@@ -200,7 +200,7 @@ function runBatch<Tx>(
         version,
         tableSuffix,
       };
-      return o.handle!(e, ctx) as void | Promise<void>;
+      return o.handle!(e, ctx);
     };
     /** `invoke`, awaited only when the handler returned a promise. */
     const call = async (list: Pending[], attempt: number): Promise<void> => {
