@@ -30,7 +30,26 @@ interface GroupResult {
   head: number;
   outcomes: Outcome[];
   writeOutcomes: WriteOutcome[];
+  /** `PRAGMA data_version` when the group began: unchanged by this connection's own commits. */
+  dataVersion: number;
+  /** The version of every stream the group read or wrote, as of its commit. */
+  versions: Map<string, number>;
 }
+
+/**
+ * What this connection knows of the log as of its last group commit: the head and the versions of
+ * recently appended streams. Valid while no other connection has committed to the file since, which
+ * `PRAGMA data_version` tells (it changes only for other connections' commits); checked inside the
+ * write transaction, so no other writer can slip in between the check and the group's inserts.
+ */
+interface KnownLog {
+  dataVersion: number;
+  head: number;
+  versions: Map<string, number>;
+}
+
+/** Streams whose versions are kept between groups; beyond this the map starts over. */
+const MAX_KNOWN_STREAMS = 100_000;
 
 /** Most events committed by one group transaction; the rest wait for the next one. */
 const MAX_EVENTS_PER_COMMIT = 20_000;
@@ -71,13 +90,18 @@ export class AppendBatcher {
   >;
   /** Set by `appendOne` once it has inserted a row: a throw after that leaves rows to roll back. */
   private wrote = false;
+  private readonly dataVersionStmt: Database.Statement;
+  private known: KnownLog | null = null;
+  /** The group being written: stream versions it read or wrote, over `known` when that is valid. */
+  private group: { known: KnownLog | null; versions: Map<string, number> } = { known: null, versions: new Map() };
 
   constructor(
     private readonly db: Database.Database,
     private readonly onCommit: (head: number) => void,
   ) {
-    this.headStmt = db.prepare('SELECT coalesce(max(position), 0) AS h FROM idem_events');
-    this.versionStmt = db.prepare('SELECT coalesce(max(version), 0) AS v FROM idem_events WHERE stream = ?');
+    this.headStmt = db.prepare('SELECT coalesce(max(position), 0) FROM idem_events').pluck();
+    this.versionStmt = db.prepare('SELECT coalesce(max(version), 0) FROM idem_events WHERE stream = ?').pluck();
+    this.dataVersionStmt = db.prepare('PRAGMA data_version').pluck();
     this.insertStmt = db.prepare(
       'INSERT INTO idem_events (position, id, stream, version, type, data, metadata, recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
     );
@@ -159,7 +183,7 @@ export class AppendBatcher {
     }
   }
 
-  private commit(batch: PendingAppend[], writes: PendingWrite[]): Omit<GroupResult, 'head'> {
+  private commit(batch: PendingAppend[], writes: PendingWrite[]): Pick<GroupResult, 'outcomes' | 'writeOutcomes'> {
     for (let attempt = 1; ; attempt++) {
       try {
         let group: GroupResult;
@@ -169,6 +193,7 @@ export class AppendBatcher {
           if (err !== NEEDS_SAVEPOINTS) throw err;
           group = this.isolatedGroup.immediate(batch, writes);
         }
+        this.remember(group);
         if (group.outcomes.some((o) => o.ok && !o.result.duplicate)) this.onCommit(group.head);
         return group;
       } catch (err) {
@@ -183,13 +208,36 @@ export class AppendBatcher {
     }
   }
 
+  /** After a commit: what the group read and wrote stays known for the next group. */
+  private remember(group: GroupResult): void {
+    let known = this.known;
+    if (!known || known.dataVersion !== group.dataVersion || known.versions.size > MAX_KNOWN_STREAMS) {
+      known = { dataVersion: group.dataVersion, head: group.head, versions: new Map() };
+      this.known = known;
+    }
+    known.head = group.head;
+    for (const [stream, version] of group.versions) known.versions.set(stream, version);
+  }
+
+  /** The current version of `stream` inside the group transaction: from the group, what is known, or the table. */
+  private currentVersion(stream: string): number {
+    const g = this.group;
+    let v = g.versions.get(stream) ?? g.known?.versions.get(stream);
+    if (v === undefined) v = this.versionStmt.get(stream) as number;
+    g.versions.set(stream, v);
+    return v;
+  }
+
   /**
    * The body of a group transaction. Isolated: each append runs in its own savepoint. Optimistic: an
    * append that fails before writing is decided as in a savepoint; one that fails after writing a
    * row aborts the transaction with `NEEDS_SAVEPOINTS`.
    */
   private writeGroup(batch: PendingAppend[], writes: PendingWrite[], isolated: boolean): GroupResult {
-    let head = (this.headStmt.get() as { h: number }).h;
+    const dataVersion = this.dataVersionStmt.get() as number;
+    const known = this.known?.dataVersion === dataVersion ? this.known : null;
+    this.group = { known, versions: new Map() };
+    let head = known ? known.head : (this.headStmt.get() as number);
     const recordedAt = new Date().toISOString();
     const outcomes: Outcome[] = [];
     for (const p of batch) {
@@ -214,7 +262,7 @@ export class AppendBatcher {
         return { ok: false, error: mapSqliteError(error) };
       }
     });
-    return { head, outcomes, writeOutcomes };
+    return { head, outcomes, writeOutcomes, dataVersion, versions: this.group.versions };
   }
 
   /**
@@ -222,7 +270,7 @@ export class AppendBatcher {
    * its expected-version check passes; a throw from an insert may leave some of its rows written.
    */
   private appendOne(p: PendingAppend, head: number, recordedAt: string): AppendResult {
-    const current = (this.versionStmt.get(p.stream) as { v: number }).v;
+    const current = this.currentVersion(p.stream);
     if (!satisfies(p.expected, current)) {
       const duplicate = this.findDuplicate(p);
       if (duplicate) return duplicate;
@@ -245,6 +293,7 @@ export class AppendBatcher {
       );
       ids.push(e.id);
     }
+    this.group.versions.set(p.stream, current + events.length);
     return {
       stream: p.stream,
       version: current + events.length,

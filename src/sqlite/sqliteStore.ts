@@ -85,11 +85,16 @@ export class SqliteEventStore implements EventStore {
     this.deadLetters = this.subscriptions.deadLetters;
   }
 
-  async append(stream: string, events: NewEvent[], options: AppendOptions = {}): Promise<AppendResult> {
-    this.assertOpen();
-    const prepared = prepareAppend(stream, events, this.limits);
-    const expected = parseExpectedVersion(options.expectedVersion, 'expectedVersion');
-    return this.batcher.enqueue(stream, prepared, expected);
+  // Not `async`: returning the batcher's promise itself saves a promise and two ticks per append.
+  append(stream: string, events: NewEvent[], options: AppendOptions = {}): Promise<AppendResult> {
+    try {
+      this.assertOpen();
+      const prepared = prepareAppend(stream, events, this.limits);
+      const expected = parseExpectedVersion(options.expectedVersion, 'expectedVersion');
+      return this.batcher.enqueue(stream, prepared, expected);
+    } catch (err) {
+      return Promise.reject(err instanceof Error ? err : new Error(String(err)));
+    }
   }
 
   async *readStream(stream: string, options: ReadStreamOptions = {}): AsyncGenerator<RecordedEvent> {

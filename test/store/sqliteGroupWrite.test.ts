@@ -102,3 +102,73 @@ describe('SQLite group commit: writes queued with appends', () => {
     }
   });
 });
+
+// Between groups a store keeps the head and the versions of the streams it appended to, and trusts
+// them only while no other connection has committed to the file (PRAGMA data_version).
+describe('SQLite group commit: versions kept between groups', () => {
+  it('sees appends that another connection committed in between (two stores on one file)', async () => {
+    const dir = tempDir();
+    const a = await openSqliteStore({ path: dir.file('v.db') });
+    const b = await openSqliteStore({ path: dir.file('v.db') });
+    try {
+      const r1 = await a.append('s-1', [{ type: 't', data: { by: 'a' } }]);
+      assert.deepEqual([r1.version, r1.lastPosition], [1, 1]);
+      const r2 = await b.append('s-1', [{ type: 't', data: { by: 'b' } }, { type: 't', data: { by: 'b' } }]);
+      assert.deepEqual([r2.version, r2.lastPosition], [3, 3]);
+      // a knew s-1 at version 1 and the head at 1: both changed under it.
+      await rejectsWrongVersion(a.append('s-1', [{ type: 't', data: {} }], { expectedVersion: 1 }));
+      const r3 = await a.append('s-1', [{ type: 't', data: { by: 'a' } }], { expectedVersion: 3 });
+      assert.deepEqual([r3.version, r3.firstPosition], [4, 4]);
+      const r4 = await a.append('s-2', [{ type: 't', data: {} }]);
+      assert.equal(r4.firstPosition, 5);
+      assert.deepEqual(
+        (await collectAll(b)).map((e) => [e.stream, e.version, e.position]),
+        [
+          ['s-1', 1, 1],
+          ['s-1', 2, 2],
+          ['s-1', 3, 3],
+          ['s-1', 4, 4],
+          ['s-2', 1, 5],
+        ],
+      );
+    } finally {
+      await a.close();
+      await b.close();
+      await dir.cleanup();
+    }
+  });
+
+  it('forgets what a rolled-back group wrote (a duplicate id in the group reruns it with savepoints)', async () => {
+    const dir = tempDir();
+    const store = await openSqliteStore({ path: dir.file('r.db') });
+    try {
+      const first = await store.append('s-1', [{ id: '0190a8a0-0000-7000-8000-000000000001', type: 't', data: { n: 1 } }]);
+      assert.equal(first.version, 1);
+      // One group: a new append to s-1, then an append that reuses the stored id with other content.
+      const [ok, conflict] = await Promise.allSettled([
+        store.append('s-1', [{ type: 't', data: { n: 2 } }]),
+        store.append('s-2', [{ id: '0190a8a0-0000-7000-8000-000000000001', type: 't', data: { n: 99 } }]),
+      ]);
+      assert.equal(ok.status, 'fulfilled');
+      assert.equal(conflict.status, 'rejected');
+      assert.equal((ok as PromiseFulfilledResult<{ version: number }>).value.version, 2);
+      const next = await store.append('s-1', [{ type: 't', data: { n: 3 } }], { expectedVersion: 2 });
+      assert.deepEqual([next.version, next.firstPosition], [3, 3]);
+      const s2 = await store.append('s-2', [{ type: 't', data: {} }], { expectedVersion: 'no_stream' });
+      assert.equal(s2.version, 1);
+    } finally {
+      await store.close();
+      await dir.cleanup();
+    }
+  });
+});
+
+async function rejectsWrongVersion(p: Promise<unknown>): Promise<void> {
+  await assert.rejects(p, { code: 'wrong_expected_version' });
+}
+
+async function collectAll(store: SqliteEventStore): Promise<{ stream: string; version: number; position: number }[]> {
+  const out: { stream: string; version: number; position: number }[] = [];
+  for await (const e of store.readAll()) out.push(e);
+  return out;
+}
