@@ -5,6 +5,7 @@ import { satisfies, type ExpectedVersion } from '../core/expectedVersion.js';
 import { resolveIdempotentAppend, type ExistingEvent } from '../core/idempotency.js';
 import type { PreparedEvent } from '../core/validation.js';
 import { selectByIds, toExistingEvent } from './eventRows.js';
+import { RowInserter } from './rowInserter.js';
 
 interface PendingAppend {
   stream: string;
@@ -79,7 +80,7 @@ export class AppendBatcher {
   private markIdle: (() => void) | null = null;
   private readonly headStmt: Database.Statement;
   private readonly versionStmt: Database.Statement;
-  private readonly insertStmt: Database.Statement;
+  private readonly insertRows: RowInserter;
   private readonly appendTx: (p: PendingAppend, head: number, recordedAt: string) => AppendResult;
   private readonly writeTx: (w: PendingWrite) => unknown;
   private readonly optimisticGroup: Database.Transaction<
@@ -102,8 +103,10 @@ export class AppendBatcher {
     this.headStmt = db.prepare('SELECT coalesce(max(position), 0) FROM idem_events').pluck();
     this.versionStmt = db.prepare('SELECT coalesce(max(version), 0) FROM idem_events WHERE stream = ?').pluck();
     this.dataVersionStmt = db.prepare('PRAGMA data_version').pluck();
-    this.insertStmt = db.prepare(
-      'INSERT INTO idem_events (position, id, stream, version, type, data, metadata, recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
+    this.insertRows = new RowInserter(
+      db,
+      'INSERT INTO idem_events (position, id, stream, version, type, data, metadata, recorded_at)',
+      8,
     );
     // Called inside the group transaction, better-sqlite3 runs this as a savepoint.
     this.appendTx = db.transaction((p: PendingAppend, head: number, recordedAt: string) =>
@@ -277,22 +280,20 @@ export class AppendBatcher {
       throw new WrongExpectedVersionError(p.stream, p.expected, current);
     }
     const events = p.events;
-    const ids: string[] = [];
+    const ids: string[] = new Array<string>(events.length);
     this.wrote = true;
-    for (let i = 0; i < events.length; i++) {
+    this.insertRows.insert(events.length, (params, at, i) => {
       const e = events[i]!;
-      this.insertStmt.run(
-        head + i + 1,
-        e.id,
-        p.stream,
-        current + i + 1,
-        e.type,
-        e.dataJson,
-        e.metadataJson,
-        recordedAt,
-      );
-      ids.push(e.id);
-    }
+      params[at] = head + i + 1;
+      params[at + 1] = e.id;
+      params[at + 2] = p.stream;
+      params[at + 3] = current + i + 1;
+      params[at + 4] = e.type;
+      params[at + 5] = e.dataJson;
+      params[at + 6] = e.metadataJson;
+      params[at + 7] = recordedAt;
+      ids[i] = e.id;
+    });
     this.group.versions.set(p.stream, current + events.length);
     return {
       stream: p.stream,

@@ -5,6 +5,7 @@ import { runMigrations } from './migrations.js';
 import { openDatabase, retryWhileBusy } from './connection.js';
 import { TARGET_MIGRATIONS, TARGET_SCHEMA_TABLE } from './targetMigrations.js';
 import { SqliteOutbox } from './targetOutbox.js';
+import { RowInserter } from './rowInserter.js';
 
 export interface SqliteTargetOptions {
   /** When the target opens the file itself: `'full'` survives an OS crash, `'normal'` only a process kill. @default 'full' */
@@ -25,7 +26,7 @@ class TargetStatements {
   readonly rollbackTo: Statement;
   readonly checkpoint: Statement;
   readonly versions: Statement;
-  readonly insertLedger: Statement;
+  readonly insertLedger: RowInserter;
   readonly upsertVersions: Statement;
   readonly upsertCheckpoint: Statement;
   readonly addMember: Statement;
@@ -47,9 +48,10 @@ class TargetStatements {
     this.versions = db.prepare(
       'SELECT stream, version FROM idem_entity_versions WHERE consumer = ? AND stream IN (SELECT value FROM json_each(?))',
     );
-    // One prepared row statement run in a loop: with no round trips on SQLite, this beat one
-    // statement over a JSON array (json_each + json_extract) by about a third for 500 ledger rows.
-    this.insertLedger = db.prepare('INSERT INTO idem_processed (consumer, key, position, processed_at) VALUES (?, ?, ?, ?)');
+    // Prepared multi-row and row statements: with no round trips on SQLite, a prepared row statement
+    // in a loop beat one statement over a JSON array (json_each + json_extract) by about a third for
+    // 500 ledger rows, and 64 rows per statement take about two thirds of the loop's time again.
+    this.insertLedger = new RowInserter(db, 'INSERT INTO idem_processed (consumer, key, position, processed_at)', 4);
     this.upsertVersions = db.prepare(
       `INSERT INTO idem_entity_versions (consumer, stream, version) VALUES (?, ?, ?)
        ON CONFLICT (consumer, stream) DO UPDATE SET version = excluded.version`,
@@ -133,7 +135,14 @@ class SqliteTargetTransaction implements TargetTransaction<Database.Database> {
 
   record(consumer: string, r: BatchRecord): Promise<void> {
     const now = new Date().toISOString();
-    for (const e of r.entries) this.s.insertLedger.run(consumer, e.key, e.position, now);
+    const entries = r.entries;
+    this.s.insertLedger.insert(entries.length, (params, at, i) => {
+      const e = entries[i]!;
+      params[at] = consumer;
+      params[at + 1] = e.key;
+      params[at + 2] = e.position;
+      params[at + 3] = now;
+    });
     for (const [stream, version] of r.versions) this.s.upsertVersions.run(consumer, stream, version);
     this.s.upsertCheckpoint.run(consumer, r.position, r.epoch, now);
     return Promise.resolve();
