@@ -90,7 +90,7 @@ export interface BatchOptions {
    * Most events in one target transaction while catching up (from the start of a subscription until
    * the source says it caught up): the pages read are merged, so a long catch-up commits, acks and
    * writes each B-tree page of the target less often. Set it to `size` to commit page by page.
-   * @default the larger of 5000 and `size`
+   * @default the larger of 2000 and `size`
    */
   catchUpSize?: number;
   /** How long to wait for more events to fill a batch once one has arrived, in ms. @default 0 (process what is delivered) */
@@ -169,7 +169,7 @@ function intOption(value: unknown, field: string, min: number, fallback: number)
 }
 
 /** The default most events per transaction while catching up (see `BatchOptions.catchUpSize`). */
-export const DEFAULT_CATCH_UP_BATCH = 5000;
+export const DEFAULT_CATCH_UP_BATCH = 2000;
 
 function resolveBatch(batch: BatchOptions | undefined): Required<BatchOptions> {
   if (batch !== undefined && (batch === null || typeof batch !== 'object')) throw new InvalidInputError('batch', 'must be an object');

@@ -67,7 +67,7 @@ export function describeBatchHandler<Tx>(label: string, make: MakeTargetFixture<
         await c.stop();
       }));
 
-    it('merges catch-up pages up to 5,000 events by default (batch.size 500)', () =>
+    it('merges catch-up pages up to 2,000 events by default (batch.size 500)', () =>
       withHarness(make, async (h) => {
         const s = randomStream('invoice');
         const expected = await h.appendAmounts([s], 1200);
