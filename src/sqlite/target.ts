@@ -35,7 +35,7 @@ class TargetStatements {
   readonly counter: Statement;
 
   /** Ledger lookups with an IN list of each of `LOOKUP_SIZES` parameters, prepared on first use. */
-  private readonly lookups = new Map<number, Statement>();
+  private readonly lookups = new Map<number, { count: Statement; keys: Statement }>();
 
   constructor(private readonly db: Database.Database) {
     this.begin = db.prepare('BEGIN IMMEDIATE');
@@ -72,24 +72,42 @@ class TargetStatements {
     this.counter = db.prepare('SELECT value FROM idem_counters WHERE counter = ?');
   }
 
-  /** Which of `keys` the consumer's ledger holds: one query per 1024 keys (the list padded to a prepared size). */
+  /**
+   * Which of `keys` the consumer's ledger holds: per 1024 keys (the list padded to a prepared size)
+   * one count, and the keys themselves only when some but not all are there. A batch is usually all
+   * new or, redelivered, all known, and then no key comes back from SQLite as a new string.
+   */
   processed(consumer: string, keys: readonly string[]): Set<string> {
     const found = new Set<string>();
     for (let i = 0; i < keys.length; i += MAX_LOOKUP) {
       const chunk = keys.slice(i, i + MAX_LOOKUP);
       const size = LOOKUP_SIZES.find((n) => n >= chunk.length) ?? MAX_LOOKUP;
-      let stmt = this.lookups.get(size);
-      if (!stmt) {
-        stmt = this.db
-          .prepare(`SELECT key FROM idem_processed WHERE consumer = ? AND key IN (${Array(size).fill('?').join(',')})`)
-          .pluck();
-        this.lookups.set(size, stmt);
-      }
+      const lookup = this.lookup(size);
       // Padding repeats the first key: a repeated IN value changes nothing.
       const params = chunk.length === size ? chunk : [...chunk, ...Array<string>(size - chunk.length).fill(chunk[0]!)];
-      for (const k of stmt.all(consumer, ...params) as string[]) found.add(k);
+      const hits = lookup.count.get(consumer, ...params) as number;
+      if (hits === 0) continue;
+      // Rows are counted once each, so as many hits as keys means every key (and no repeat) is there.
+      if (hits === chunk.length) {
+        for (const k of chunk) found.add(k);
+        continue;
+      }
+      for (const k of lookup.keys.all(consumer, ...params) as string[]) found.add(k);
     }
     return found;
+  }
+
+  private lookup(size: number): { count: Statement; keys: Statement } {
+    let stmts = this.lookups.get(size);
+    if (!stmts) {
+      const where = `consumer = ? AND key IN (${Array<string>(size).fill('?').join(',')})`;
+      stmts = {
+        count: this.db.prepare(`SELECT count(*) FROM idem_processed WHERE ${where}`).pluck(),
+        keys: this.db.prepare(`SELECT key FROM idem_processed WHERE ${where}`).pluck(),
+      };
+      this.lookups.set(size, stmts);
+    }
+    return stmts;
   }
 }
 

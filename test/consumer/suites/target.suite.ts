@@ -56,6 +56,33 @@ export function describeTarget<Tx>(label: string, make: MakeTargetFixture<Tx>): 
         for (const i of [1, 2, 3]) assert.equal(await h.fx.target.ledgerSize(`${h.name}_${i}`), 30);
       }));
 
+    it('processedKeys finds exactly the recorded keys: none, all, some, repeated keys, beyond one lookup chunk', () =>
+      withHarness(make, async (h) => {
+        await h.fx.target.migrate();
+        const key = (i: number): string => `k-${i}`;
+        // 1,500 recorded keys: more than one lookup chunk of 1,024.
+        await h.fx.target.transaction(async (t) => {
+          await t.checkpoint(h.name);
+          const entries = Array.from({ length: 1500 }, (_, i) => ({ key: key(i), position: i + 1 }));
+          await t.record(h.name, { entries, versions: new Map(), position: 1500, epoch: 0 });
+        });
+        const lookup = (keys: string[]): Promise<string[]> =>
+          h.fx.target.transaction(async (t) => [...(await t.processedKeys(h.name, keys))].sort());
+        const range = (from: number, to: number): string[] => Array.from({ length: to - from }, (_, i) => key(from + i));
+        assert.deepEqual(await lookup(range(2000, 2100)), [], 'none recorded');
+        assert.deepEqual(await lookup(range(0, 1500)), range(0, 1500).sort(), 'all recorded, two chunks');
+        const mixed = [...range(1400, 1600), key(5), key(5), 'other'];
+        assert.deepEqual(await lookup(mixed), [...range(1400, 1500), key(5)].sort(), 'some recorded, with a repeat');
+        // As many keys as hits, but one of them repeated: not every key is there.
+        assert.deepEqual(await lookup([key(1), key(1), 'missing']), [key(1)]);
+        assert.deepEqual(await lookup([key(7), key(7)]), [key(7)]);
+        // Another consumer's ledger is not this one's.
+        assert.deepEqual(
+          await h.fx.target.transaction(async (t) => [...(await t.processedKeys(`${h.name}_other`, range(0, 10)))]),
+          [],
+        );
+      }));
+
     it('addOnce adds a member once, in the transaction', () =>
       withHarness(make, async (h) => {
         const counter = `c_${h.table}`;
