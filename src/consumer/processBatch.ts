@@ -275,7 +275,8 @@ function runBatch<Tx>(
         handled(e, keys);
         return null;
       }
-      if (pending.length > 0 || tried) return applyAlone(e, keys, recovered, before);
+      // Past here `handle` (nothing is ever staged) or an event that failed before (only on the slow path).
+      if (tried) return applyAlone(e, keys, recovered, before);
       // The fast path: the handler bare (a failure reruns the batch with isolation), and no promise
       // when the handler returns none (SQLite targets).
       const started = performance.now();
@@ -286,6 +287,11 @@ function runBatch<Tx>(
         throw new SlowPathNeeded(e.position, asError(err));
       }
       if (r !== undefined && typeof r?.then === 'function') return settle(r, e, keys, started);
+      return done(e, keys, started);
+    };
+
+    /** A handled event's bookkeeping: its handler time, ledger keys and entity version. */
+    const done = (e: RecordedEvent, keys: string[], started: number): null => {
       tally.handlerSeconds.push((performance.now() - started) / 1000);
       handled(e, keys);
       return null;
@@ -298,15 +304,12 @@ function runBatch<Tx>(
       } catch (err) {
         throw new SlowPathNeeded(e.position, asError(err));
       }
-      tally.handlerSeconds.push((performance.now() - started) / 1000);
-      handled(e, keys);
-      return null;
+      return done(e, keys, started);
     };
 
-    /** `apply` after a flush of staged events, on the slow path: in a savepoint, with its retries. */
+    /** `apply` on the slow path, after any staged events: in a savepoint, with its retries. */
     const applyAlone = async (e: RecordedEvent, keys: string[], recovered: boolean, before: Tried | undefined): Promise<Failure | null> => {
       await flush();
-      if (!tried) return apply(e, keys, recovered);
       let attempt = before?.attempts ?? 0;
       if (before && attempt >= o.onError.attempts) return { error: before.error, attempts: attempt, fatal: false };
       for (;;) {
@@ -324,9 +327,7 @@ function runBatch<Tx>(
           if (attempt >= o.onError.attempts) return { error: asError(err), attempts: attempt, fatal: false };
           continue;
         }
-        tally.handlerSeconds.push((performance.now() - started) / 1000);
-        handled(e, keys);
-        return null;
+        return done(e, keys, started);
       }
     };
 
