@@ -15,6 +15,13 @@ interface PendingAppend {
   reject: (err: unknown) => void;
 }
 
+/** An append decided in an optimistic group, to be written after position `head` and version `current`. */
+interface Planned {
+  p: PendingAppend;
+  head: number;
+  current: number;
+}
+
 type Outcome = { ok: true; result: AppendResult } | { ok: false; error: unknown };
 
 /** A small write of another kind (a subscription's ack) that shares the next group transaction. */
@@ -89,19 +96,22 @@ export class AppendBatcher {
   private readonly isolatedGroup: Database.Transaction<
     (batch: PendingAppend[], writes: PendingWrite[]) => GroupResult
   >;
-  /** Set by `appendOne` once it has inserted a row: a throw after that leaves rows to roll back. */
-  private wrote = false;
   private readonly dataVersionStmt: Database.Statement;
   private known: KnownLog | null = null;
   /** The group being written: stream versions it read or wrote, over `known` when that is valid. */
-  private group: { known: KnownLog | null; versions: Map<string, number> } = { known: null, versions: new Map() };
+  private group: { known: KnownLog | null; versions: Map<string, number> } = {
+    known: null,
+    versions: new Map(),
+  };
 
   constructor(
     private readonly db: Database.Database,
     private readonly onCommit: (head: number) => void,
   ) {
     this.headStmt = db.prepare('SELECT coalesce(max(position), 0) FROM idem_events').pluck();
-    this.versionStmt = db.prepare('SELECT coalesce(max(version), 0) FROM idem_events WHERE stream = ?').pluck();
+    this.versionStmt = db
+      .prepare('SELECT coalesce(max(version), 0) FROM idem_events WHERE stream = ?')
+      .pluck();
     this.dataVersionStmt = db.prepare('PRAGMA data_version').pluck();
     this.insertRows = new RowInserter(
       db,
@@ -186,7 +196,10 @@ export class AppendBatcher {
     }
   }
 
-  private commit(batch: PendingAppend[], writes: PendingWrite[]): Pick<GroupResult, 'outcomes' | 'writeOutcomes'> {
+  private commit(
+    batch: PendingAppend[],
+    writes: PendingWrite[],
+  ): Pick<GroupResult, 'outcomes' | 'writeOutcomes'> {
     for (let attempt = 1; ; attempt++) {
       try {
         let group: GroupResult;
@@ -232,9 +245,10 @@ export class AppendBatcher {
   }
 
   /**
-   * The body of a group transaction. Isolated: each append runs in its own savepoint. Optimistic: an
-   * append that fails before writing is decided as in a savepoint; one that fails after writing a
-   * row aborts the transaction with `NEEDS_SAVEPOINTS`.
+   * The body of a group transaction. Isolated: each append runs in its own savepoint. Optimistic:
+   * every append is decided first (expected version, duplicate) without writing, then the rows of
+   * all that pass go in together, so a group of single-event appends is one multi-row insert; if
+   * that insert throws (an id already stored), the transaction aborts with `NEEDS_SAVEPOINTS`.
    */
   private writeGroup(batch: PendingAppend[], writes: PendingWrite[], isolated: boolean): GroupResult {
     const dataVersion = this.dataVersionStmt.get() as number;
@@ -243,20 +257,42 @@ export class AppendBatcher {
     let head = known ? known.head : (this.headStmt.get() as number);
     const recordedAt = new Date().toISOString();
     const outcomes: Outcome[] = [];
-    for (const p of batch) {
-      let result: AppendResult;
-      this.wrote = false;
+    const toWrite: Planned[] = [];
+    // Writes the decided appends' rows. Before a duplicate lookup too: an append may repeat the
+    // ids of an earlier one in the same group, whose rows must then be in the table.
+    const flush = (): void => {
+      if (toWrite.length === 0) return;
       try {
-        result = isolated ? this.appendTx(p, head, recordedAt) : this.appendOne(p, head, recordedAt);
+        this.insert(toWrite, recordedAt);
       } catch (error) {
         if (isStorageFull(error)) throw error;
-        if (!isolated && this.wrote) throw NEEDS_SAVEPOINTS;
+        throw NEEDS_SAVEPOINTS;
+      }
+      toWrite.length = 0;
+    };
+    for (const p of batch) {
+      let result: AppendResult;
+      try {
+        if (isolated) {
+          result = this.appendTx(p, head, recordedAt);
+        } else {
+          const decided = this.decide(p, flush);
+          if (typeof decided === 'number') {
+            toWrite.push({ p, head, current: decided });
+            result = this.written(p, head, decided);
+          } else {
+            result = decided;
+          }
+        }
+      } catch (error) {
+        if (error === NEEDS_SAVEPOINTS || isStorageFull(error)) throw error;
         outcomes.push(this.resolveFailure(p, error));
         continue;
       }
       if (!result.duplicate) head = result.lastPosition;
       outcomes.push({ ok: true, result });
     }
+    flush();
     const writeOutcomes = writes.map((w): WriteOutcome => {
       try {
         return { ok: true, result: this.writeTx(w) };
@@ -268,41 +304,68 @@ export class AppendBatcher {
     return { head, outcomes, writeOutcomes, dataVersion, versions: this.group.versions };
   }
 
-  /**
-   * Appends one call's events, or returns the original result of a duplicate. Writes nothing before
-   * its expected-version check passes; a throw from an insert may leave some of its rows written.
-   */
+  /** One append in its own savepoint (`appendTx`): decided, then its rows written. */
   private appendOne(p: PendingAppend, head: number, recordedAt: string): AppendResult {
+    const decided = this.decide(p);
+    if (typeof decided !== 'number') return decided;
+    this.insert([{ p, head, current: decided }], recordedAt);
+    return this.written(p, head, decided);
+  }
+
+  /**
+   * Decides an append without writing: the stream's current version when its expected version
+   * holds, or the original result of a duplicate; else throws `WrongExpectedVersionError`.
+   * `beforeLookup` runs before the table is searched for its ids.
+   */
+  private decide(p: PendingAppend, beforeLookup?: () => void): number | AppendResult {
     const current = this.currentVersion(p.stream);
-    if (!satisfies(p.expected, current)) {
-      const duplicate = this.findDuplicate(p);
-      if (duplicate) return duplicate;
-      throw new WrongExpectedVersionError(p.stream, p.expected, current);
-    }
-    const events = p.events;
-    const ids: string[] = new Array<string>(events.length);
-    this.wrote = true;
-    this.insertRows.insert(events.length, (params, at, i) => {
-      const e = events[i]!;
-      params[at] = head + i + 1;
+    if (satisfies(p.expected, current)) return current;
+    beforeLookup?.();
+    const duplicate = this.findDuplicate(p);
+    if (duplicate) return duplicate;
+    throw new WrongExpectedVersionError(p.stream, p.expected, current);
+  }
+
+  /** The result of an append written after position `head` and version `current`; the group now knows its stream's new version. */
+  private written(p: PendingAppend, head: number, current: number): AppendResult {
+    const n = p.events.length;
+    const ids = new Array<string>(n);
+    for (let i = 0; i < n; i++) ids[i] = p.events[i]!.id;
+    this.group.versions.set(p.stream, current + n);
+    return {
+      stream: p.stream,
+      version: current + n,
+      firstPosition: head + 1,
+      lastPosition: head + n,
+      duplicate: false,
+      ids,
+    };
+  }
+
+  /** Inserts the rows of `appends`, in order, as one run of multi-row inserts. */
+  private insert(appends: readonly Planned[], recordedAt: string): void {
+    let total = 0;
+    for (const a of appends) total += a.p.events.length;
+    // Rows are filled in order: `a` is the append of row `index`, and `start` the index of its first row.
+    let k = 0;
+    let a = appends[0]!;
+    let start = 0;
+    this.insertRows.insert(total, (params, at, index) => {
+      while (index - start >= a.p.events.length) {
+        start += a.p.events.length;
+        a = appends[++k]!;
+      }
+      const i = index - start;
+      const e = a.p.events[i]!;
+      params[at] = a.head + i + 1;
       params[at + 1] = e.id;
-      params[at + 2] = p.stream;
-      params[at + 3] = current + i + 1;
+      params[at + 2] = a.p.stream;
+      params[at + 3] = a.current + i + 1;
       params[at + 4] = e.type;
       params[at + 5] = e.dataJson;
       params[at + 6] = e.metadataJson;
       params[at + 7] = recordedAt;
-      ids[i] = e.id;
     });
-    this.group.versions.set(p.stream, current + events.length);
-    return {
-      stream: p.stream,
-      version: current + events.length,
-      firstPosition: head + 1,
-      lastPosition: head + events.length,
-      duplicate: false,
-      ids,
-    };
   }
 
   /** After an insert hit a unique id: the original result of a duplicate append, or the conflict. */

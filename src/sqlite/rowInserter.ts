@@ -1,44 +1,54 @@
 import type Database from 'better-sqlite3';
 
-/** Rows per multi-row INSERT: 64 rows of up to 8 columns stay far below SQLite's bound-parameter limit. */
-const ROWS_PER_STATEMENT = 64;
+/**
+ * Rows per execution of the prepared multi-row INSERTs, largest first. 64 rows of up to 8 columns
+ * stay far below SQLite's bound-parameter limit; the smaller sizes take the rest of a batch in a
+ * few executions instead of one per row (the rest of a 100-row append was 36 single-row executions).
+ */
+const SIZES = [64, 16, 4, 1] as const;
 
 /**
- * Inserts many rows into one table: `ROWS_PER_STATEMENT` rows per execution of one prepared
- * multi-row `INSERT … VALUES (…), (…)`, and the rest one row per execution. With better-sqlite3 each
- * execution crosses into native code and runs the statement's setup; a 64-row statement did the
- * same work for about two thirds of the time of 64 single-row ones (5,000 ledger rows per
- * transaction, measured 2026-12-02). The rows go in in order, with the same constraint checks.
+ * Inserts many rows into one table: as many rows per execution of one prepared multi-row
+ * `INSERT … VALUES (…), (…)` as `SIZES` allows. With better-sqlite3 each execution crosses into
+ * native code and runs the statement's setup; a 64-row statement did the same work for about two
+ * thirds of the time of 64 single-row ones (5,000 ledger rows per transaction, measured 2026-12-02).
+ * The rows go in in order, with the same constraint checks.
  */
 export class RowInserter {
-  private readonly one: Database.Statement;
-  private readonly many: Database.Statement;
-  private readonly params: unknown[];
+  private readonly statements: { rows: number; stmt: Database.Statement; params: unknown[] }[] = [];
 
   constructor(
-    db: Database.Database,
+    private readonly db: Database.Database,
     /** `INSERT INTO t (a, b, c)`, without VALUES. */
-    insertInto: string,
+    private readonly insertInto: string,
     private readonly columns: number,
-  ) {
-    const row = `(${Array<string>(columns).fill('?').join(', ')})`;
-    this.one = db.prepare(`${insertInto} VALUES ${row}`);
-    this.many = db.prepare(`${insertInto} VALUES ${Array<string>(ROWS_PER_STATEMENT).fill(row).join(', ')}`);
-    this.params = new Array<unknown>(columns * ROWS_PER_STATEMENT);
-  }
+  ) {}
 
   /** Inserts `count` rows; `fill` writes row `index`'s values into `params` from `offset` on. */
   insert(count: number, fill: (params: unknown[], offset: number, index: number) => void): void {
-    const { columns, params } = this;
+    const { columns } = this;
     let i = 0;
-    for (; i + ROWS_PER_STATEMENT <= count; i += ROWS_PER_STATEMENT) {
-      for (let j = 0; j < ROWS_PER_STATEMENT; j++) fill(params, j * columns, i + j);
-      this.many.run(params);
+    for (let s = 0; s < SIZES.length && i < count; s++) {
+      const rows = SIZES[s]!;
+      if (count - i < rows) continue;
+      const { stmt, params } = this.statement(s);
+      for (; i + rows <= count; i += rows) {
+        for (let j = 0; j < rows; j++) fill(params, j * columns, i + j);
+        stmt.run(params);
+      }
     }
-    const single = i < count ? new Array<unknown>(columns) : params;
-    for (; i < count; i++) {
-      fill(single, 0, i);
-      this.one.run(single);
+  }
+
+  /** The statement of `SIZES[s]` rows, prepared on first use. */
+  private statement(s: number): { rows: number; stmt: Database.Statement; params: unknown[] } {
+    let entry = this.statements[s];
+    if (!entry) {
+      const rows = SIZES[s]!;
+      const row = `(${Array<string>(this.columns).fill('?').join(', ')})`;
+      const stmt = this.db.prepare(`${this.insertInto} VALUES ${Array<string>(rows).fill(row).join(', ')}`);
+      entry = { rows, stmt, params: new Array<unknown>(this.columns * rows) };
+      this.statements[s] = entry;
     }
+    return entry;
   }
 }

@@ -3,6 +3,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import Database from 'better-sqlite3';
+import type { RecordedEvent } from '../../src/core/event.js';
 import type { AppendBatcher } from '../../src/sqlite/appendBatcher.js';
 import { openSqliteStore, type SqliteEventStore } from '../../src/sqlite/sqliteStore.js';
 import { tempDir } from '../support/tempDir.js';
@@ -113,7 +114,10 @@ describe('SQLite group commit: versions kept between groups', () => {
     try {
       const r1 = await a.append('s-1', [{ type: 't', data: { by: 'a' } }]);
       assert.deepEqual([r1.version, r1.lastPosition], [1, 1]);
-      const r2 = await b.append('s-1', [{ type: 't', data: { by: 'b' } }, { type: 't', data: { by: 'b' } }]);
+      const r2 = await b.append('s-1', [
+        { type: 't', data: { by: 'b' } },
+        { type: 't', data: { by: 'b' } },
+      ]);
       assert.deepEqual([r2.version, r2.lastPosition], [3, 3]);
       // a knew s-1 at version 1 and the head at 1: both changed under it.
       await rejectsWrongVersion(a.append('s-1', [{ type: 't', data: {} }], { expectedVersion: 1 }));
@@ -142,7 +146,9 @@ describe('SQLite group commit: versions kept between groups', () => {
     const dir = tempDir();
     const store = await openSqliteStore({ path: dir.file('r.db') });
     try {
-      const first = await store.append('s-1', [{ id: '0190a8a0-0000-7000-8000-000000000001', type: 't', data: { n: 1 } }]);
+      const first = await store.append('s-1', [
+        { id: '0190a8a0-0000-7000-8000-000000000001', type: 't', data: { n: 1 } },
+      ]);
       assert.equal(first.version, 1);
       // One group: a new append to s-1, then an append that reuses the stored id with other content.
       const [ok, conflict] = await Promise.allSettled([
@@ -163,11 +169,84 @@ describe('SQLite group commit: versions kept between groups', () => {
   });
 });
 
+describe('SQLite group commit: the rows of a group go in together', () => {
+  it('a retry in the same group as the append it repeats is its duplicate, even with a stale expected version', async () => {
+    const dir = tempDir();
+    const store = await openSqliteStore({ path: dir.file('d.db') });
+    try {
+      const event = { id: '0190a8a0-0000-7000-8000-0000000000aa', type: 't', data: { n: 1 } };
+      // One group: the first append's rows are decided but not yet inserted when the second is.
+      const [first, retry] = await Promise.all([
+        store.append('acct-1', [event], { expectedVersion: 0 }),
+        store.append('acct-1', [event], { expectedVersion: 'no_stream' }),
+      ]);
+      assert.deepEqual([first.duplicate, first.version, first.firstPosition], [false, 1, 1]);
+      assert.deepEqual(
+        [retry.duplicate, retry.version, retry.firstPosition, retry.ids],
+        [true, 1, 1, [event.id]],
+      );
+      assert.equal(count(store.db), 1);
+    } finally {
+      await store.close();
+      await dir.cleanup();
+    }
+  });
+
+  it('many appends of one group (every statement size, several per stream) get contiguous positions and versions', async () => {
+    const dir = tempDir();
+    const store = await openSqliteStore({ path: dir.file('m.db') });
+    try {
+      // 101 appends of 1 to 3 events to 7 streams, all queued in one turn: 203 rows in one group.
+      const sizes = Array.from({ length: 101 }, (_, i) => 1 + (i % 3));
+      const results = await Promise.all(
+        sizes.map((n, i) =>
+          store.append(
+            `s-${i % 7}`,
+            Array.from({ length: n }, (_, j) => ({ type: 't', data: { i, j } })),
+          ),
+        ),
+      );
+      let position = 0;
+      const versions = new Map<string, number>();
+      results.forEach((r, i) => {
+        const stream = `s-${i % 7}`;
+        const before = versions.get(stream) ?? 0;
+        assert.deepEqual(
+          [r.stream, r.firstPosition, r.lastPosition, r.version, r.ids.length],
+          [stream, position + 1, position + sizes[i]!, before + sizes[i]!, sizes[i]],
+        );
+        position += sizes[i]!;
+        versions.set(stream, before + sizes[i]!);
+      });
+      for (const [stream, version] of versions) assert.equal(await store.streamVersion(stream), version);
+      const events: RecordedEvent[] = [];
+      for await (const e of store.readAll()) events.push(e);
+      assert.equal(events.length, position);
+      events.forEach((e, k) => assert.equal(e.position, k + 1));
+      // Row k holds the data of its own append: the fill walked the appends in order.
+      let k = 0;
+      sizes.forEach((n, i) => {
+        for (let j = 0; j < n; j++, k++) {
+          assert.deepEqual(
+            [events[k]!.stream, events[k]!.data, events[k]!.id],
+            [`s-${i % 7}`, { i, j }, results[i]!.ids[j]],
+          );
+        }
+      });
+    } finally {
+      await store.close();
+      await dir.cleanup();
+    }
+  });
+});
+
 async function rejectsWrongVersion(p: Promise<unknown>): Promise<void> {
   await assert.rejects(p, { code: 'wrong_expected_version' });
 }
 
-async function collectAll(store: SqliteEventStore): Promise<{ stream: string; version: number; position: number }[]> {
+async function collectAll(
+  store: SqliteEventStore,
+): Promise<{ stream: string; version: number; position: number }[]> {
   const out: { stream: string; version: number; position: number }[] = [];
   for await (const e of store.readAll()) out.push(e);
   return out;
