@@ -18,6 +18,8 @@ export const BENCH_USAGE = `usage: npm run bench -- [--quick] [--json] [--only N
                    (default env IDEM_PG_URL, else postgres://postgres@127.0.0.1:5432/postgres);
                    a database with a random name is created and dropped
   --scale F        multiply every size by F (e.g. 0.05 for a smoke test; figures become meaningless)
+  --rounds N       measure each append shape N times, interleaved after a warm-up, and report the
+                   median (default 3; 1 with --quick)
 
 scenarios: ${benchScenarioNames().join(', ')}
 `;
@@ -32,6 +34,7 @@ export function parseBenchArgs(argv: readonly string[]): BenchArgs {
       only: { type: 'string', multiple: true },
       postgres: { type: 'string' },
       scale: { type: 'string' },
+      rounds: { type: 'string' },
       help: { type: 'boolean', short: 'h', default: false },
     },
     strict: true,
@@ -45,6 +48,7 @@ export function parseBenchArgs(argv: readonly string[]): BenchArgs {
   if (only.length > 0) options.only = only;
   if (values.postgres !== undefined) options.postgresUrl = values.postgres;
   if (values.scale !== undefined) options.scale = Number(values.scale);
+  if (values.rounds !== undefined) options.rounds = Number(values.rounds);
   return { options, json: values.json, help: values.help };
 }
 

@@ -6,6 +6,69 @@ export interface Timed {
   eventsPerSec: number;
 }
 
+/** A measurement repeated in rounds: the median round, with the slowest and fastest rates. */
+export interface Rounds extends Timed {
+  rounds: number;
+  minEventsPerSec: number;
+  maxEventsPerSec: number;
+}
+
+/** One shape measured by `inRounds`: its number of events and how to measure it on `events` events. */
+export interface RoundShape {
+  events: number;
+  run: (events: number) => Promise<Timed>;
+}
+
+/**
+ * Measures every shape `rounds` times, interleaved (each shape once per round, in the given order),
+ * after one untimed warm-up of each on a tenth of its events (when `rounds` > 1), and returns for
+ * each shape its median round by rate. The warm-up lets the JIT compile idem's and the baselines'
+ * code before anything is timed; interleaving spreads a slow spell of a shared machine over every
+ * shape instead of one, so that ratios between shapes hold better than single runs'.
+ */
+export async function inRounds<K extends string>(
+  rounds: number,
+  shapes: Record<K, RoundShape>,
+  log: (message: string) => void = () => undefined,
+): Promise<Record<K, Rounds>> {
+  const keys = Object.keys(shapes) as K[];
+  if (rounds > 1) {
+    log(`warm-up: ${keys.join(', ')}`);
+    for (const k of keys) await shapes[k].run(Math.max(1, Math.round(shapes[k].events / 10)));
+  }
+  const runs = new Map<K, Timed[]>(keys.map((k) => [k, []]));
+  for (let r = 1; r <= rounds; r++) {
+    for (const k of keys) {
+      if (rounds > 1) log(`round ${r}/${rounds}: ${k} (${shapes[k].events})`);
+      else log(`${k} (${shapes[k].events})`);
+      runs.get(k)!.push(await shapes[k].run(shapes[k].events));
+    }
+  }
+  const out = {} as Record<K, Rounds>;
+  for (const k of keys) {
+    const sorted = [...runs.get(k)!].sort((a, b) => a.eventsPerSec - b.eventsPerSec);
+    out[k] = {
+      ...sorted[(sorted.length - 1) >> 1]!,
+      rounds: sorted.length,
+      minEventsPerSec: sorted[0]!.eventsPerSec,
+      maxEventsPerSec: sorted[sorted.length - 1]!.eventsPerSec,
+    };
+  }
+  return out;
+}
+
+/** The extra figures of a measurement made in more than one round (its range), else none. */
+function roundsExtra(measured: Timed): Record<string, number> {
+  if (!('rounds' in measured)) return {};
+  const m = measured as Rounds;
+  if (m.rounds < 2) return {};
+  return {
+    rounds: m.rounds,
+    minEventsPerSec: Math.round(m.minEventsPerSec),
+    maxEventsPerSec: Math.round(m.maxEventsPerSec),
+  };
+}
+
 /** Runs `fn` and returns how long it took, with the rate for `events`. */
 export async function timed(events: number, fn: () => Promise<void> | void): Promise<Timed> {
   const start = process.hrtime.bigint();
@@ -40,7 +103,7 @@ export function row(spec: RowSpec): BenchRow {
     ratio: base ? round(spec.measured.eventsPerSec / base.eventsPerSec, 2) : null,
     target: spec.target?.text ?? null,
     met: spec.target?.met ?? null,
-    extra: spec.extra ?? {},
+    extra: { ...roundsExtra(spec.measured), ...spec.extra },
   };
 }
 
@@ -63,7 +126,7 @@ export function baselineRow(
     ratio: null,
     target: null,
     met: null,
-    extra,
+    extra: { ...roundsExtra(measured), ...extra },
   };
 }
 

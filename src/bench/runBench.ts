@@ -10,6 +10,8 @@ export interface BenchOptions {
   quick?: boolean;
   /** Multiplies every size (tests use a tiny scale to check that the bench runs). @default 1 */
   scale?: number;
+  /** Rounds of the scenarios that repeat their measurements (each shape's median is reported). @default 3, 1 with `quick` */
+  rounds?: number;
   /** Run only these scenarios (by name). @default all */
   only?: readonly string[];
   /** The PostgreSQL server for the PostgreSQL scenarios; a database with a random name is created and dropped. */
@@ -57,8 +59,12 @@ export async function runBench(options: BenchOptions = {}): Promise<BenchReport>
   };
   const scale = options.scale ?? 1;
   if (!(scale > 0 && scale <= 10)) throw new InvalidInputError('scale', 'must be a number > 0 and <= 10');
+  const rounds = options.rounds ?? (quick ? 1 : 3);
+  if (!(Number.isInteger(rounds) && rounds >= 1 && rounds <= 20))
+    throw new InvalidInputError('rounds', 'must be a whole number from 1 to 20');
   const ctx: ScenarioContext = {
     quick,
+    rounds,
     size: (q, full, multipleOf = 1) =>
       Math.max(1, Math.round(((quick ? q : full) * scale) / multipleOf)) * multipleOf,
     tempDir: () => resources.tempDir(),

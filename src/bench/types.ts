@@ -50,9 +50,14 @@ export interface ScenarioContext {
    * to a multiple of `multipleOf` (at least one multiple).
    */
   size(quick: number, full: number, multipleOf?: number): number;
-  /** A fresh temporary directory, removed when the run ends. */
+  /**
+   * How many times the scenarios that repeat their measurements (the append scenarios) measure each
+   * shape, interleaved after a warm-up; their rows report the median. 1 in quick mode.
+   */
+  rounds: number;
+  /** A fresh temporary directory, removed when the scenario ends. */
   tempDir(): Promise<string>;
-  /** A fresh PostgreSQL database (dropped when the run ends); null-safe: only called when `needs` includes postgres. */
+  /** A fresh PostgreSQL database (dropped when the scenario ends); null-safe: only called when `needs` includes postgres. */
   postgresDatabase(): Promise<string>;
   /** Progress lines (stderr); never part of the results. */
   log(message: string): void;

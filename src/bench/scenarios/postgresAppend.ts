@@ -1,44 +1,55 @@
-import { openPostgresStore, type PostgresEventStore } from '../../postgres/index.js';
-import { baselineRow, row, timed } from '../measure.js';
+import { openPostgresStore } from '../../postgres/index.js';
+import { baselineRow, inRounds, row, timed, type Timed } from '../measure.js';
 import { RawPostgresEvents } from '../rawPostgres.js';
 import { loadPgModule } from '../resources.js';
-import type { BenchRow, Scenario, ScenarioContext } from '../types.js';
+import type { Scenario, ScenarioContext } from '../types.js';
 import { rawRow, type IdKind } from '../workload.js';
 import { appendInCalls, appendSizes as sizes } from './sqliteAppend.js';
 
 const NAME = 'postgres-append';
 
 /**
- * Raw `pg` writing `n` rows, `perStatement` per INSERT. `ids` and `perStream` as `rawRow`: the default
- * (v4 ids, each row to the next stream) is the baseline of earlier runs; `'v7'` with `perStream` 100
- * writes the very rows that the 100-event calls write.
+ * Raw `pg` writing `n` rows, `perStatement` per INSERT, into a new database. `ids` and `perStream` as
+ * `rawRow`: the default (v4 ids, each row to the next stream) is the baseline of earlier runs;
+ * `'v7'` with `perStream` 100 writes the very rows that the 100-event calls write.
  */
-async function rawBaseline(
+async function rawWrite(
   ctx: ScenarioContext,
   n: number,
   perStatement: number,
-  ids: IdKind = 'v4',
-  perStream = 1,
-): Promise<BenchRow> {
+  ids: IdKind,
+  perStream: number,
+): Promise<Timed> {
   const raw = await RawPostgresEvents.open(await loadPgModule(), await ctx.postgresDatabase());
   const rows = Array.from({ length: n }, (_, i) => rawRow(i, ids, perStream));
   try {
-    const t = await timed(n, async () => {
+    return await timed(n, async () => {
       for (let i = 0; i < n; i += perStatement) await raw.write(rows.slice(i, i + perStatement));
     });
-    let shape =
-      perStatement === 1 ? 'raw pg, single-row INSERTs' : `raw pg, ${perStatement}-row multi-VALUES INSERTs`;
-    if (ids === 'v7') shape += `, UUIDv7 ids, ${perStream} rows per stream (the 100-event calls' rows)`;
-    return baselineRow(NAME, shape, t);
   } finally {
     await raw.close();
   }
 }
 
-async function withStore<T>(ctx: ScenarioContext, fn: (store: PostgresEventStore) => Promise<T>): Promise<T> {
+function rawShape(perStatement: number, ids: IdKind = 'v4', perStream = 1): string {
+  const shape =
+    perStatement === 1 ? 'raw pg, single-row INSERTs' : `raw pg, ${perStatement}-row multi-VALUES INSERTs`;
+  return ids === 'v7'
+    ? `${shape}, UUIDv7 ids, ${perStream} rows per stream (the 100-event calls' rows)`
+    : shape;
+}
+
+/** `total` events appended to a store in a new database as `appendInCalls` says. */
+async function storeAppends(
+  ctx: ScenarioContext,
+  total: number,
+  perCall: number,
+  callers: number,
+  ids: IdKind,
+): Promise<Timed> {
   const store = await openPostgresStore({ connectionString: await ctx.postgresDatabase() });
   try {
-    return await fn(store);
+    return await appendInCalls(store, total, perCall, callers, ids);
   } finally {
     await store.close();
   }
@@ -51,64 +62,59 @@ export const postgresAppend: Scenario = {
   needs: ['postgres'],
   async run(ctx) {
     const n = sizes(ctx);
-    const out: BenchRow[] = [];
-
     // Ids: the idem side uses UUIDv7 ids, made as idem makes them when a caller gives none (and as
     // the docs recommend for callers' ids); random v4 ids put every insert at a random place in the
     // id index (more pages touched and, after each checkpoint, more full-page images in the WAL).
     // The v4 rows (the shape of earlier runs) stay for comparison, against the v4 raw baseline.
-    ctx.log(`${NAME}: baselines`);
-    const single = await rawBaseline(ctx, n.single, 1);
-    const multi = await rawBaseline(ctx, n.batchedSequential, 100);
-    const sameRows = await rawBaseline(ctx, n.batchedSequential, 100, 'v7', 100);
-    out.push(single, multi, sameRows);
-
-    ctx.log(`${NAME}: 1 event/call, sequential (${n.single})`);
-    const seq = await withStore(ctx, (store) => appendInCalls(store, n.single, 1, 1, 'v7'));
-    out.push(row({ scenario: NAME, shape: '1 event/call, sequential', measured: seq, against: single }));
-
-    ctx.log(`${NAME}: 1 event/call, 16 concurrent callers (${n.concurrent})`);
-    const concurrent = await withStore(ctx, (store) => appendInCalls(store, n.concurrent, 1, 16, 'v7'));
-    out.push(
+    // Every shape runs ctx.rounds times, interleaved after a warm-up; rows give the median round.
+    const m = await inRounds(
+      ctx.rounds,
+      {
+        rawSingle: { events: n.single, run: (e) => rawWrite(ctx, e, 1, 'v4', 1) },
+        rawMulti: { events: n.batchedSequential, run: (e) => rawWrite(ctx, e, 100, 'v4', 1) },
+        rawSameRows: { events: n.batchedSequential, run: (e) => rawWrite(ctx, e, 100, 'v7', 100) },
+        single: { events: n.single, run: (e) => storeAppends(ctx, e, 1, 1, 'v7') },
+        concurrent: { events: n.concurrent, run: (e) => storeAppends(ctx, e, 1, 16, 'v7') },
+        sequential: { events: n.batchedSequential, run: (e) => storeAppends(ctx, e, 100, 1, 'v7') },
+        batchedV4: { events: n.batched, run: (e) => storeAppends(ctx, e, 100, 16, 'v4') },
+        batched: { events: n.batched, run: (e) => storeAppends(ctx, e, 100, 16, 'v7') },
+      },
+      (message) => ctx.log(`${NAME}: ${message}`),
+    );
+    const single = baselineRow(NAME, rawShape(1), m.rawSingle);
+    const multi = baselineRow(NAME, rawShape(100), m.rawMulti);
+    const sameRows = baselineRow(NAME, rawShape(100, 'v7', 100), m.rawSameRows);
+    return [
+      single,
+      multi,
+      sameRows,
+      row({ scenario: NAME, shape: '1 event/call, sequential', measured: m.single, against: single }),
       row({
         scenario: NAME,
         shape: '1 event/call, 16 concurrent callers',
-        measured: concurrent,
+        measured: m.concurrent,
         against: single,
       }),
-    );
-
-    ctx.log(`${NAME}: 100 events/call, sequential (${n.batchedSequential})`);
-    const batchedSeq = await withStore(ctx, (store) =>
-      appendInCalls(store, n.batchedSequential, 100, 1, 'v7'),
-    );
-    out.push(
-      row({ scenario: NAME, shape: '100 events/call, sequential', measured: batchedSeq, against: sameRows }),
-    );
-
-    ctx.log(`${NAME}: 100 events/call, 16 concurrent callers, random v4 ids (${n.batched})`);
-    const batchedV4 = await withStore(ctx, (store) => appendInCalls(store, n.batched, 100, 16, 'v4'));
-    out.push(
+      row({
+        scenario: NAME,
+        shape: '100 events/call, sequential',
+        measured: m.sequential,
+        against: sameRows,
+      }),
       row({
         scenario: NAME,
         shape: '100 events/call, 16 concurrent callers, random v4 ids',
-        measured: batchedV4,
+        measured: m.batchedV4,
         against: multi,
-        target: { text: '>= 40,000 events/s', met: batchedV4.eventsPerSec >= 40_000 },
+        target: { text: '>= 40,000 events/s', met: m.batchedV4.eventsPerSec >= 40_000 },
       }),
-    );
-
-    ctx.log(`${NAME}: 100 events/call, 16 concurrent callers (${n.batched})`);
-    const batched = await withStore(ctx, (store) => appendInCalls(store, n.batched, 100, 16, 'v7'));
-    out.push(
       row({
         scenario: NAME,
         shape: '100 events/call, 16 concurrent callers, UUIDv7 ids',
-        measured: batched,
+        measured: m.batched,
         against: sameRows,
-        target: { text: '>= 40,000 events/s', met: batched.eventsPerSec >= 40_000 },
+        target: { text: '>= 40,000 events/s', met: m.batched.eventsPerSec >= 40_000 },
       }),
-    );
-    return out;
+    ];
   },
 };

@@ -1,9 +1,10 @@
+import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { EventStore } from '../../core/eventStore.js';
-import { openSqliteStore, type SqliteEventStore } from '../../sqlite/index.js';
-import { baselineRow, concurrently, row, timed, type Timed } from '../measure.js';
+import { openSqliteStore } from '../../sqlite/index.js';
+import { baselineRow, concurrently, inRounds, row, timed, type Timed } from '../measure.js';
 import { RawSqliteEvents } from '../rawSqlite.js';
-import type { BenchRow, Scenario, ScenarioContext } from '../types.js';
+import type { Scenario, ScenarioContext } from '../types.js';
 import { newEvent, rawRow, streamOf, type IdKind } from '../workload.js';
 
 const NAME = 'sqlite-append';
@@ -24,42 +25,54 @@ export function appendSizes(ctx: ScenarioContext): {
 }
 
 /**
- * Raw better-sqlite3 writing `n` rows, `perTx` per transaction. `ids` and `perStream` as `rawRow`:
- * the default (v4 ids, each row to the next stream) is the baseline of earlier runs; `'v7'` with
- * `perStream` 100 writes the very rows that the 100-event calls write.
+ * Raw better-sqlite3 writing `n` rows, `perTx` per transaction, into a new file. `ids` and
+ * `perStream` as `rawRow`: the default (v4 ids, each row to the next stream) is the baseline of
+ * earlier runs; `'v7'` with `perStream` 100 writes the very rows that the 100-event calls write.
  */
-async function rawBaseline(
+async function rawWrite(
   ctx: ScenarioContext,
   n: number,
   perTx: number,
-  ids: IdKind = 'v4',
-  perStream = 1,
-): Promise<BenchRow> {
+  ids: IdKind,
+  perStream: number,
+): Promise<Timed> {
   const dir = await ctx.tempDir();
   const raw = new RawSqliteEvents(dir, 'raw');
   const all = Array.from({ length: n }, (_, i) => rawRow(i, ids, perStream));
   try {
-    const t = await timed(n, () => {
+    return await timed(n, () => {
       for (let i = 0; i < n; i += perTx) raw.write(all.slice(i, i + perTx));
     });
-    let shape = perTx === 1 ? 'raw better-sqlite3, 1 row/tx' : `raw better-sqlite3, ${perTx} rows/tx`;
-    if (ids === 'v7' && perStream > 1)
-      shape += `, UUIDv7 ids, ${perStream} rows per stream (the 100-event calls' rows)`;
-    else if (ids === 'v7')
-      shape += ', UUIDv7 ids, each row to the next stream (the rows of a group of 16 single-event calls)';
-    return baselineRow(NAME, shape, t);
   } finally {
     raw.close();
+    await rm(dir, { recursive: true, force: true });
   }
 }
 
-async function withStore<T>(ctx: ScenarioContext, fn: (store: SqliteEventStore) => Promise<T>): Promise<T> {
+function rawShape(perTx: number, ids: IdKind = 'v4', perStream = 1): string {
+  let shape = perTx === 1 ? 'raw better-sqlite3, 1 row/tx' : `raw better-sqlite3, ${perTx} rows/tx`;
+  if (ids === 'v7' && perStream > 1)
+    shape += `, UUIDv7 ids, ${perStream} rows per stream (the 100-event calls' rows)`;
+  else if (ids === 'v7')
+    shape += ', UUIDv7 ids, each row to the next stream (the rows of a group of 16 single-event calls)';
+  return shape;
+}
+
+/** `total` events appended to a new store file (durability full) as `appendInCalls` says. */
+async function storeAppends(
+  ctx: ScenarioContext,
+  total: number,
+  perCall: number,
+  callers: number,
+  ids: IdKind,
+): Promise<Timed> {
   const dir = await ctx.tempDir();
   const store = await openSqliteStore({ path: join(dir, 'idem.db'), durability: 'full' });
   try {
-    return await fn(store);
+    return await appendInCalls(store, total, perCall, callers, ids);
   } finally {
     await store.close();
+    await rm(dir, { recursive: true, force: true });
   }
 }
 
@@ -90,81 +103,74 @@ export const sqliteAppend: Scenario = {
   needs: [],
   async run(ctx) {
     const n = appendSizes(ctx);
-    const out: BenchRow[] = [];
-
     // Ids: the idem side uses UUIDv7 ids, made as idem makes them when a caller gives none (and as
     // docs/concepts.md recommends for callers' ids); random v4 ids cost SQLite a random place in
     // the id index per insert. The v4 rows (the shape of earlier runs) stay for comparison.
-    ctx.log(`${NAME}: baselines`);
-    const perRow = await rawBaseline(ctx, n.single, 1);
-    const perThousand = await rawBaseline(ctx, n.batched, 1000);
-    const sameRows = await rawBaseline(ctx, n.batched, 1000, 'v7', 100);
-    // The ceiling of group commit with 16 single-event callers: a group holds at most 16 appends, so
-    // it can be no faster than raw transactions of those 16 rows (the ratio of this baseline to the
-    // one-row one depends on how the disk's fsync compares with writing 16 rows' pages).
-    const perSixteen = await rawBaseline(ctx, n.concurrent, 16, 'v7', 1);
-    out.push(perRow, perThousand, sameRows, perSixteen);
-
-    ctx.log(`${NAME}: 1 event/call, sequential (${n.single})`);
-    const single = await withStore(ctx, (store) => appendInCalls(store, n.single, 1, 1, 'v7'));
-    out.push(row({ scenario: NAME, shape: '1 event/call, sequential', measured: single, against: perRow }));
-
-    ctx.log(`${NAME}: 1 event/call, 16 concurrent callers (${n.concurrent})`);
-    const concurrent = await withStore(ctx, (store) => appendInCalls(store, n.concurrent, 1, 16, 'v7'));
-    out.push(
+    // Every shape runs ctx.rounds times, interleaved after a warm-up; rows give the median round.
+    const m = await inRounds(
+      ctx.rounds,
+      {
+        rawPerRow: { events: n.single, run: (e) => rawWrite(ctx, e, 1, 'v4', 1) },
+        rawPerThousand: { events: n.batched, run: (e) => rawWrite(ctx, e, 1000, 'v4', 1) },
+        rawSameRows: { events: n.batched, run: (e) => rawWrite(ctx, e, 1000, 'v7', 100) },
+        // The ceiling of group commit with 16 single-event callers: a group holds at most 16
+        // appends, so it can be no faster than raw transactions of those 16 rows (the ratio of this
+        // baseline to the one-row one depends on how the disk's fsync compares with writing 16
+        // rows' pages).
+        rawPerSixteen: { events: n.concurrent, run: (e) => rawWrite(ctx, e, 16, 'v7', 1) },
+        single: { events: n.single, run: (e) => storeAppends(ctx, e, 1, 1, 'v7') },
+        concurrent: { events: n.concurrent, run: (e) => storeAppends(ctx, e, 1, 16, 'v7') },
+        // A sequential caller waits for one fsync per call, so its rate is bounded by the disk's
+        // fsync latency; the throughput target is read on 100-event calls that arrive together.
+        sequential: { events: n.batchedSequential, run: (e) => storeAppends(ctx, e, 100, 1, 'v7') },
+        batchedV4: { events: n.batched, run: (e) => storeAppends(ctx, e, 100, 16, 'v4') },
+        batched: { events: n.batched, run: (e) => storeAppends(ctx, e, 100, 16, 'v7') },
+      },
+      (message) => ctx.log(`${NAME}: ${message}`),
+    );
+    const perRow = baselineRow(NAME, rawShape(1), m.rawPerRow);
+    const perThousand = baselineRow(NAME, rawShape(1000), m.rawPerThousand);
+    const sameRows = baselineRow(NAME, rawShape(1000, 'v7', 100), m.rawSameRows);
+    const perSixteen = baselineRow(NAME, rawShape(16, 'v7', 1), m.rawPerSixteen);
+    return [
+      perRow,
+      perThousand,
+      sameRows,
+      perSixteen,
+      row({ scenario: NAME, shape: '1 event/call, sequential', measured: m.single, against: perRow }),
       row({
         scenario: NAME,
         shape: '1 event/call, 16 concurrent callers',
-        measured: concurrent,
+        measured: m.concurrent,
         against: perRow,
-        target: { text: '>= 10x 1 row/tx', met: concurrent.eventsPerSec >= 10 * perRow.eventsPerSec },
+        target: { text: '>= 10x 1 row/tx', met: m.concurrent.eventsPerSec >= 10 * m.rawPerRow.eventsPerSec },
       }),
       row({
         scenario: NAME,
         shape: '1 event/call, 16 concurrent callers, vs raw 16 rows/tx (its ceiling)',
-        measured: concurrent,
+        measured: m.concurrent,
         against: perSixteen,
       }),
-    );
-
-    // A sequential caller waits for one fsync per call, so its rate is bounded by the disk's fsync
-    // latency; the throughput target is read on 100-event calls that arrive together (group commit).
-    ctx.log(`${NAME}: 100 events/call, sequential (${n.batchedSequential})`);
-    const sequential = await withStore(ctx, (store) =>
-      appendInCalls(store, n.batchedSequential, 100, 1, 'v7'),
-    );
-    out.push(
       row({
         scenario: NAME,
         shape: '100 events/call, sequential',
-        measured: sequential,
+        measured: m.sequential,
         against: sameRows,
       }),
-    );
-
-    ctx.log(`${NAME}: 100 events/call, 16 concurrent callers, random v4 ids (${n.batched})`);
-    const batchedV4 = await withStore(ctx, (store) => appendInCalls(store, n.batched, 100, 16, 'v4'));
-    out.push(
       row({
         scenario: NAME,
         shape: '100 events/call, 16 concurrent callers, random v4 ids',
-        measured: batchedV4,
+        measured: m.batchedV4,
         against: perThousand,
-        target: { text: '>= 150,000 events/s', met: batchedV4.eventsPerSec >= 150_000 },
+        target: { text: '>= 150,000 events/s', met: m.batchedV4.eventsPerSec >= 150_000 },
       }),
-    );
-
-    ctx.log(`${NAME}: 100 events/call, 16 concurrent callers (${n.batched})`);
-    const batched = await withStore(ctx, (store) => appendInCalls(store, n.batched, 100, 16, 'v7'));
-    out.push(
       row({
         scenario: NAME,
         shape: '100 events/call, 16 concurrent callers, UUIDv7 ids',
-        measured: batched,
+        measured: m.batched,
         against: sameRows,
-        target: { text: '>= 150,000 events/s', met: batched.eventsPerSec >= 150_000 },
+        target: { text: '>= 150,000 events/s', met: m.batched.eventsPerSec >= 150_000 },
       }),
-    );
-    return out;
+    ];
   },
 };
