@@ -21,18 +21,19 @@ export interface RoundShape {
 
 /**
  * Measures every shape `rounds` times, interleaved (each shape once per round, in the given order),
- * after one untimed warm-up of each on a tenth of its events (when `rounds` > 1), and returns for
- * each shape its median round by rate. The warm-up lets the JIT compile idem's and the baselines'
- * code before anything is timed; interleaving spreads a slow spell of a shared machine over every
- * shape instead of one, so that ratios between shapes hold better than single runs'.
+ * and returns for each shape its median round by rate. With `warmUp` (the default) and more than
+ * one round, each shape first runs once untimed on a tenth of its events, so that the JIT has
+ * compiled idem's and the baselines' code before anything is timed. Interleaving spreads a slow
+ * spell of a shared machine over every shape instead of one, so that ratios between shapes hold
+ * better than single runs'.
  */
 export async function inRounds<K extends string>(
   rounds: number,
   shapes: Record<K, RoundShape>,
-  log: (message: string) => void = () => undefined,
+  { log = () => undefined, warmUp = true }: { log?: (message: string) => void; warmUp?: boolean } = {},
 ): Promise<Record<K, Rounds>> {
   const keys = Object.keys(shapes) as K[];
-  if (rounds > 1) {
+  if (warmUp && rounds > 1) {
     log(`warm-up: ${keys.join(', ')}`);
     for (const k of keys) await shapes[k].run(Math.max(1, Math.round(shapes[k].events / 10)));
   }

@@ -11,7 +11,7 @@ import {
   pgBillingHandler,
 } from '../billing.js';
 import { timeConsumer, type ConsumerRunSpec } from '../consumerRun.js';
-import { baselineRow, row, timed, type Timed } from '../measure.js';
+import { baselineRow, inRounds, row, timed, type Timed } from '../measure.js';
 import { loadPgModule } from '../resources.js';
 import type { BenchRow, Scenario, ScenarioContext } from '../types.js';
 import { populate } from '../workload.js';
@@ -167,27 +167,44 @@ export const consumerPostgres: Scenario = {
       });
       const naiveRow = baselineRow(NAME, 'naive loop, 1 tx/event', naive);
 
-      const setBaseline = async (size: number): Promise<BenchRow> => {
-        ctx.log(`${NAME}: baseline set-based batches of ${size} (${n})`);
-        const set = await withClient(ctx, async (client) => {
+      const setBaseline = (size: number): Promise<Timed> =>
+        withClient(ctx, async (client) => {
           const t = await timed(n, () => setBased(source, client, size));
           await checkBilled(client, n, 'set-based batch');
           return t;
         });
-        return baselineRow(NAME, `set-based batch of ${size.toLocaleString('en-US')}, no idem`, set);
-      };
-      const setPageRow = await setBaseline(PAGE);
-      const setRow = await setBaseline(CATCH_UP);
+      // The target rows and the baselines they are read against run ctx.rounds times, interleaved
+      // (rows give the median round); each run is a new consumer into a new target database.
+      let runs = 0;
+      const m = await inRounds(
+        ctx.rounds,
+        {
+          setPage: { events: n, run: () => setBaseline(PAGE) },
+          set: { events: n, run: () => setBaseline(CATCH_UP) },
+          batched: {
+            events: n,
+            run: () => runIdem(ctx, `billing_batch_${++runs}_v1`, source, n, { handleBatch: pgBillingBatchHandler }),
+          },
+          perPage: {
+            events: n,
+            run: () =>
+              runIdem(ctx, `billing_page_${++runs}_v1`, source, n, {
+                handleBatch: pgBillingBatchHandler,
+                batch: { size: PAGE, catchUpSize: PAGE },
+              }),
+          },
+        },
+        { log: (message) => ctx.log(`${NAME}: ${message}`), warmUp: false },
+      );
+      const setNoIdem = (size: number): string => `set-based batch of ${size.toLocaleString('en-US')}, no idem`;
+      const setPageRow = baselineRow(NAME, setNoIdem(PAGE), m.setPage);
+      const setRow = baselineRow(NAME, setNoIdem(CATCH_UP), m.set);
+      const batched = m.batched;
+      const perPage = m.perPage;
 
+      // Informative rows, measured once.
       ctx.log(`${NAME}: idem consumer, per-event handler (${n})`);
       const measured = await runIdem(ctx, 'billing_v1', source, n, { handle: pgBillingHandler });
-      ctx.log(`${NAME}: idem consumer, batch handler (${n})`);
-      const batched = await runIdem(ctx, 'billing_batch_v1', source, n, { handleBatch: pgBillingBatchHandler });
-      ctx.log(`${NAME}: idem consumer, batch handler, a transaction per page of ${PAGE} (${n})`);
-      const perPage = await runIdem(ctx, 'billing_page_v1', source, n, {
-        handleBatch: pgBillingBatchHandler,
-        batch: { size: PAGE, catchUpSize: PAGE },
-      });
       ctx.log(`${NAME}: idem consumer, batch handler, source with random v4 ids (${n})`);
       await populate(randomIds, n, { ids: 'v4' });
       const v4 = await runIdem(ctx, 'billing_v4_v1', randomIds, n, { handleBatch: pgBillingBatchHandler });

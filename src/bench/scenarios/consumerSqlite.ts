@@ -13,7 +13,7 @@ import {
   sqliteBillingHandler,
 } from '../billing.js';
 import { timeConsumer, type ConsumerRunSpec } from '../consumerRun.js';
-import { baselineRow, row, timed, type Timed } from '../measure.js';
+import { baselineRow, inRounds, row, timed, type Timed } from '../measure.js';
 import type { BenchRow, Scenario, ScenarioContext } from '../types.js';
 import { populate } from '../workload.js';
 
@@ -173,38 +173,59 @@ export const consumerSqlite: Scenario = {
       checkBilled(naiveDb, nNaive, 'naive loop');
       naiveDb.close();
       const naiveRow = baselineRow(NAME, 'naive loop, 1 tx/event', naive);
+      let runs = 0;
 
-      const baseline = async (
-        what: 'set-based batch' | 'prepared-statement loop',
-        size: number,
-      ): Promise<BenchRow> => {
-        ctx.log(`${NAME}: baseline ${what}, ${size} per transaction (${n})`);
-        const file = `${what === 'set-based batch' ? 'set' : 'loop'}_${size}`;
-        const db = openTargetDb(dir, file);
-        const t = await timed(n, () => (what === 'set-based batch' ? setBased : preparedLoop)(source, db, size));
-        checkBilled(db, n, `${what} of ${size}`);
-        db.close();
-        return baselineRow(NAME, `${what}, ${size.toLocaleString('en-US')} per transaction, no idem`, t);
+      const baseline = async (what: 'set' | 'loop', size: number): Promise<Timed> => {
+        const db = openTargetDb(dir, `${what}_${size}_${++runs}`);
+        try {
+          const t = await timed(n, () => (what === 'set' ? setBased : preparedLoop)(source, db, size));
+          checkBilled(db, n, `${what === 'set' ? 'set-based batch' : 'prepared-statement loop'} of ${size}`);
+          return t;
+        } finally {
+          db.close();
+        }
       };
-      const setPageRow = await baseline('set-based batch', PAGE);
-      const loopPageRow = await baseline('prepared-statement loop', PAGE);
-      const setRow = await baseline('set-based batch', CATCH_UP);
-      const loopRow = await baseline('prepared-statement loop', CATCH_UP);
+      // The target rows and the baselines they are read against run ctx.rounds times, interleaved
+      // (rows give the median round); each run is a new consumer into a new target file.
+      const m = await inRounds(
+        ctx.rounds,
+        {
+          setPage: { events: n, run: () => baseline('set', PAGE) },
+          loopPage: { events: n, run: () => baseline('loop', PAGE) },
+          set: { events: n, run: () => baseline('set', CATCH_UP) },
+          loop: { events: n, run: () => baseline('loop', CATCH_UP) },
+          handle: {
+            events: n,
+            run: () => runIdem(dir, `idem_${++runs}`, source, n, (db) => ({ handle: sqliteBillingHandler(db) })),
+          },
+          handleBatch: {
+            events: n,
+            run: () =>
+              runIdem(dir, `idem_batch_${++runs}`, source, n, (db) => ({ handleBatch: sqliteBillingBatchHandler(db) })),
+          },
+          perPage: {
+            events: n,
+            run: () =>
+              runIdem(dir, `idem_page_${++runs}`, source, n, (db) => ({
+                handle: sqliteBillingHandler(db),
+                batch: { size: PAGE, catchUpSize: PAGE },
+              })),
+          },
+        },
+        { log: (message) => ctx.log(`${NAME}: ${message}`), warmUp: false },
+      );
+      const per = (size: number): string => `${size.toLocaleString('en-US')} per transaction, no idem`;
+      const setPageRow = baselineRow(NAME, `set-based batch, ${per(PAGE)}`, m.setPage);
+      const loopPageRow = baselineRow(NAME, `prepared-statement loop, ${per(PAGE)}`, m.loopPage);
+      const setRow = baselineRow(NAME, `set-based batch, ${per(CATCH_UP)}`, m.set);
+      const loopRow = baselineRow(NAME, `prepared-statement loop, ${per(CATCH_UP)}`, m.loop);
+      const measured = m.handle;
+      const batched = m.handleBatch;
+      const perPage = m.perPage;
 
-      ctx.log(`${NAME}: idem consumer, per-event handler (${n})`);
-      const measured = await runIdem(dir, 'idem', source, n, (db) => ({ handle: sqliteBillingHandler(db) }));
-      ctx.log(`${NAME}: idem consumer, batch handler (${n})`);
-      const batched = await runIdem(dir, 'idem_batch', source, n, (db) => ({
-        handleBatch: sqliteBillingBatchHandler(db),
-      }));
-      ctx.log(`${NAME}: idem consumer, per-event handler, a transaction per page of ${PAGE} (${n})`);
-      const perPage = await runIdem(dir, 'idem_page', source, n, (db) => ({
-        handle: sqliteBillingHandler(db),
-        batch: { size: PAGE, catchUpSize: PAGE },
-      }));
       ctx.log(`${NAME}: idem consumer, per-event handler, source with random v4 ids (${n})`);
       await populate(randomIds, n, { ids: 'v4' });
-      const v4 = await runIdem(dir, 'idem_v4', randomIds, n, (db) => ({ handle: sqliteBillingHandler(db) }));
+      const v4 = await runIdem(dir, `idem_v4_${++runs}`, randomIds, n, (db) => ({ handle: sqliteBillingHandler(db) }));
 
       const defaults = `pages of ${PAGE}, catch-up transactions of up to ${CATCH_UP.toLocaleString('en-US')}`;
       const target = (t: Timed): { text: string; met: boolean } => ({

@@ -79,7 +79,7 @@ export const postgresAppend: Scenario = {
         batchedV4: { events: n.batched, run: (e) => storeAppends(ctx, e, 100, 16, 'v4') },
         batched: { events: n.batched, run: (e) => storeAppends(ctx, e, 100, 16, 'v7') },
       },
-      (message) => ctx.log(`${NAME}: ${message}`),
+      { log: (message) => ctx.log(`${NAME}: ${message}`) },
     );
     const single = baselineRow(NAME, rawShape(1), m.rawSingle);
     const multi = baselineRow(NAME, rawShape(100), m.rawMulti);

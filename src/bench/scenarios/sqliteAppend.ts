@@ -126,7 +126,7 @@ export const sqliteAppend: Scenario = {
         batchedV4: { events: n.batched, run: (e) => storeAppends(ctx, e, 100, 16, 'v4') },
         batched: { events: n.batched, run: (e) => storeAppends(ctx, e, 100, 16, 'v7') },
       },
-      (message) => ctx.log(`${NAME}: ${message}`),
+      { log: (message) => ctx.log(`${NAME}: ${message}`) },
     );
     const perRow = baselineRow(NAME, rawShape(1), m.rawPerRow);
     const perThousand = baselineRow(NAME, rawShape(1000), m.rawPerThousand);
