@@ -4,7 +4,7 @@ import { RawPostgresEvents } from '../rawPostgres.js';
 import { loadPgModule } from '../resources.js';
 import type { Scenario, ScenarioContext } from '../types.js';
 import { rawRow, type IdKind } from '../workload.js';
-import { appendInCalls, appendSizes as sizes } from './sqliteAppend.js';
+import { appendInCalls, appendShapes, appendSizes as sizes } from './sqliteAppend.js';
 
 const NAME = 'postgres-append';
 
@@ -73,11 +73,7 @@ export const postgresAppend: Scenario = {
         rawSingle: { events: n.single, run: (e) => rawWrite(ctx, e, 1, 'v4', 1) },
         rawMulti: { events: n.batchedSequential, run: (e) => rawWrite(ctx, e, 100, 'v4', 1) },
         rawSameRows: { events: n.batchedSequential, run: (e) => rawWrite(ctx, e, 100, 'v7', 100) },
-        single: { events: n.single, run: (e) => storeAppends(ctx, e, 1, 1, 'v7') },
-        concurrent: { events: n.concurrent, run: (e) => storeAppends(ctx, e, 1, 16, 'v7') },
-        sequential: { events: n.batchedSequential, run: (e) => storeAppends(ctx, e, 100, 1, 'v7') },
-        batchedV4: { events: n.batched, run: (e) => storeAppends(ctx, e, 100, 16, 'v4') },
-        batched: { events: n.batched, run: (e) => storeAppends(ctx, e, 100, 16, 'v7') },
+        ...appendShapes(n, (total, perCall, callers, ids) => storeAppends(ctx, total, perCall, callers, ids)),
       },
       { log: (message) => ctx.log(`${NAME}: ${message}`) },
     );

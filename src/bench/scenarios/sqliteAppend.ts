@@ -2,7 +2,7 @@ import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { EventStore } from '../../core/eventStore.js';
 import { openSqliteStore } from '../../sqlite/index.js';
-import { baselineRow, concurrently, inRounds, row, timed, type Timed } from '../measure.js';
+import { baselineRow, concurrently, inRounds, row, timed, type RoundShape, type Timed } from '../measure.js';
 import { RawSqliteEvents } from '../rawSqlite.js';
 import type { Scenario, ScenarioContext } from '../types.js';
 import { newEvent, rawRow, streamOf, type IdKind } from '../workload.js';
@@ -77,6 +77,26 @@ async function storeAppends(
 }
 
 /**
+ * The idem shapes both append scenarios measure: 1 event per call sequentially and from 16 callers,
+ * 100 events per call sequentially and from 16 callers (UUIDv7 ids, and random v4 ids). A
+ * sequential caller waits for one commit per call, so its rate is bounded by the commit's latency;
+ * the throughput targets are read on 100-event calls that arrive together. `appendTo` appends to a
+ * new store as `appendInCalls` says.
+ */
+export function appendShapes(
+  n: ReturnType<typeof appendSizes>,
+  appendTo: (total: number, perCall: number, callers: number, ids: IdKind) => Promise<Timed>,
+): Record<'single' | 'concurrent' | 'sequential' | 'batchedV4' | 'batched', RoundShape> {
+  return {
+    single: { events: n.single, run: (e) => appendTo(e, 1, 1, 'v7') },
+    concurrent: { events: n.concurrent, run: (e) => appendTo(e, 1, 16, 'v7') },
+    sequential: { events: n.batchedSequential, run: (e) => appendTo(e, 100, 1, 'v7') },
+    batchedV4: { events: n.batched, run: (e) => appendTo(e, 100, 16, 'v4') },
+    batched: { events: n.batched, run: (e) => appendTo(e, 100, 16, 'v7') },
+  };
+}
+
+/**
  * Appends `total` events in calls of `perCall` events from `callers` concurrent callers, each call to
  * one stream (call c to `streamOf(c)`), with ids made as `ids` says.
  */
@@ -118,13 +138,7 @@ export const sqliteAppend: Scenario = {
         // baseline to the one-row one depends on how the disk's fsync compares with writing 16
         // rows' pages).
         rawPerSixteen: { events: n.concurrent, run: (e) => rawWrite(ctx, e, 16, 'v7', 1) },
-        single: { events: n.single, run: (e) => storeAppends(ctx, e, 1, 1, 'v7') },
-        concurrent: { events: n.concurrent, run: (e) => storeAppends(ctx, e, 1, 16, 'v7') },
-        // A sequential caller waits for one fsync per call, so its rate is bounded by the disk's
-        // fsync latency; the throughput target is read on 100-event calls that arrive together.
-        sequential: { events: n.batchedSequential, run: (e) => storeAppends(ctx, e, 100, 1, 'v7') },
-        batchedV4: { events: n.batched, run: (e) => storeAppends(ctx, e, 100, 16, 'v4') },
-        batched: { events: n.batched, run: (e) => storeAppends(ctx, e, 100, 16, 'v7') },
+        ...appendShapes(n, (total, perCall, callers, ids) => storeAppends(ctx, total, perCall, callers, ids)),
       },
       { log: (message) => ctx.log(`${NAME}: ${message}`) },
     );
