@@ -21,19 +21,30 @@ export async function loadPgModule(): Promise<typeof Pg> {
 export class BenchResources {
   private readonly dirs: string[] = [];
   private readonly databases: string[] = [];
+  private closed = false;
 
   constructor(private readonly postgresUrl: string) {}
 
   async tempDir(): Promise<string> {
+    this.assertOpen();
     const dir = await mkdtemp(join(tmpdir(), 'idem-bench-'));
+    if (this.closed) {
+      await rm(dir, { recursive: true, force: true });
+      this.assertOpen();
+    }
     this.dirs.push(dir);
     return dir;
   }
 
   /** Creates a database with a random name and returns a connection string for it. */
   async postgresDatabase(): Promise<string> {
+    this.assertOpen();
     const name = `idem_bench_${randomBytes(6).toString('hex')}`;
     await this.admin(`create database "${name}"`);
+    if (this.closed) {
+      await this.admin(`drop database if exists "${name}" with (force)`);
+      this.assertOpen();
+    }
     this.databases.push(name);
     const url = new URL(this.postgresUrl);
     url.pathname = `/${name}`;
@@ -52,6 +63,18 @@ export class BenchResources {
     } catch (err) {
       return `PostgreSQL at ${host}:${port} refused the connection (${(err as Error).message})`;
     }
+  }
+
+  /**
+   * After this, `tempDir` and `postgresDatabase` refuse (a run interrupted by a signal must not create
+   * anything that its final `cleanup` would miss); `cleanup` still removes what exists.
+   */
+  close(): void {
+    this.closed = true;
+  }
+
+  private assertOpen(): void {
+    if (this.closed) throw new Error('the bench is stopping (interrupted): no new files or databases');
   }
 
   async cleanup(): Promise<string[]> {

@@ -73,8 +73,13 @@ export async function runBench(options: BenchOptions = {}): Promise<BenchReport>
   };
   let postgresReason: string | null | undefined;
   // Ctrl-C or a kill must not leave databases behind: clean up, then exit as the signal would.
+  let interrupted = false;
   const onSignal = (sig: NodeJS.Signals): void => {
     log(`${sig}: cleaning up`);
+    interrupted = true;
+    // The scenario under way may still try to create things: refused from now on, so that this
+    // cleanup is the last word.
+    resources.close();
     void resources.cleanup().finally(() => process.exit(sig === 'SIGINT' ? 130 : 143));
   };
   if (options.handleSignals) {
@@ -83,6 +88,7 @@ export async function runBench(options: BenchOptions = {}): Promise<BenchReport>
   }
   try {
     for (const scenario of selected) {
+      if (interrupted) break;
       if (scenario.needs.includes('postgres')) {
         postgresReason ??= await resources.postgresUnavailable();
         if (postgresReason) {

@@ -7,6 +7,8 @@ interface BenchOptions {
   only?: string[];
   postgresUrl?: string;
   scale?: number;
+  rounds?: number;
+  handleSignals?: boolean;
   log?: (message: string) => void;
 }
 
@@ -25,6 +27,7 @@ interface BenchFlags {
   only?: string;
   postgres?: string;
   scale?: string;
+  rounds?: string;
 }
 
 const HELP = `
@@ -35,6 +38,7 @@ measures and how to read the figures). \`npm run bench\` builds dist/ first, the
 Examples:
   $ idem bench --quick
   $ idem bench --only sqlite-append,catch-up --json
+  $ idem bench --only sqlite-append --rounds 5
   $ idem bench --postgres postgres://postgres@127.0.0.1:5432/postgres --only postgres-append`;
 
 /** `idem bench`: the benchmark harness of `npm run bench`, each scenario against a baseline measured in the same run. */
@@ -47,9 +51,18 @@ export function registerBench(program: Command, ctx: CliContext): void {
     .option('--only <names>', 'comma-separated scenario names')
     .option('--postgres <url>', 'PostgreSQL server for the PostgreSQL scenarios (a random database is created and dropped)')
     .option('--scale <factor>', 'multiply every size (e.g. 0.05 for a smoke run)')
+    .option(
+      '--rounds <n>',
+      'measure each repeated shape n times, interleaved after a warm-up, and report the median (default 3; 1 with --quick)',
+    )
     .addHelpText('after', HELP)
     .action(async (flags: BenchFlags) => {
-      const options: BenchOptions = { quick: flags.quick === true, log: (m) => ctx.io.stderr.write(`# ${m}\n`) };
+      const options: BenchOptions = {
+        quick: flags.quick === true,
+        // Ctrl-C or SIGTERM: remove the temporary files and databases, then exit as the signal would.
+        handleSignals: true,
+        log: (m) => ctx.io.stderr.write(`# ${m}\n`),
+      };
       if (flags.only !== undefined) {
         options.only = flags.only
           .split(',')
@@ -61,6 +74,13 @@ export function registerBench(program: Command, ctx: CliContext): void {
         const scale = Number(flags.scale);
         if (!Number.isFinite(scale) || scale <= 0) throw new InvalidInputError('--scale', 'must be a number > 0');
         options.scale = scale;
+      }
+      if (flags.rounds !== undefined) {
+        const rounds = Number(flags.rounds);
+        if (!Number.isInteger(rounds) || rounds < 1 || rounds > 20) {
+          throw new InvalidInputError('--rounds', 'must be a whole number from 1 to 20');
+        }
+        options.rounds = rounds;
       }
       let mod: BenchModule;
       try {

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { benchScenarioNames, type BenchReport } from '../../src/bench/index.js';
-import { idem } from '../cli/cli.js';
+import { idem, startIdem } from '../cli/cli.js';
 
 /** Runs `npm run bench`'s script as CI does, at a tiny scale, and returns its parsed JSON report. */
 function runQuickBench(tmp: string): Promise<{ code: number | null; report: BenchReport; stderr: string }> {
@@ -38,7 +38,8 @@ describe('npm run bench', () => {
     const r = await idem(['bench', '--help']);
     assert.equal(r.code, 0, r.stderr);
     const help = r.stdout.replace(/\s+/g, ' ');
-    for (const name of benchScenarioNames()) assert.match(help, new RegExp(`\\b${name}\\b`), `help names ${name}`);
+    for (const name of benchScenarioNames())
+      assert.match(help, new RegExp(`\\b${name}\\b`), `help names ${name}`);
   });
 
   it(
@@ -61,6 +62,27 @@ describe('npm run bench', () => {
       }
     },
   );
+});
+
+describe('idem bench interrupted', () => {
+  it('SIGINT in the middle of a scenario removes its files and exits 130', { timeout: 120_000 }, async () => {
+    const tmp = mkdtempSync(join(tmpdir(), 'idem-bench-sig-'));
+    try {
+      // The full sqlite-append scenario runs for tens of seconds: the signal lands inside it.
+      const bench = await startIdem(['bench', '--only', 'sqlite-append'], { env: { TMPDIR: tmp } });
+      // After the warm-up, the timed measurements: files exist now.
+      await bench.waitFor(/round 1\/3: rawPerSixteen/, 'stderr', 90_000);
+      const during = readdirSync(tmp).filter((name) => name.startsWith('idem-bench-'));
+      const r = await bench.stop('SIGINT');
+      assert.equal(r.code, 130, r.stderr);
+      assert.match(r.stderr, /SIGINT: cleaning up/);
+      assert.ok(during.length > 0, 'the scenario had made temporary files when the signal came');
+      const left = readdirSync(tmp).filter((name) => name.startsWith('idem-bench-'));
+      assert.deepEqual(left, [], 'the bench left temporary files behind');
+    } finally {
+      rmSync(tmp, { recursive: true, force: true });
+    }
+  });
 });
 
 function checkFigures(report: BenchReport): void {

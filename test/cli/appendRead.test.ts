@@ -114,6 +114,8 @@ describe('idem append, read and events on the embedded store', () => {
       { args: ['frobnicate'], stderr: /^idem: usage: unknown command 'frobnicate'/m },
       { args: ['bench', '--bogus'], stderr: /^idem: usage: unknown option '--bogus'/m },
       { args: ['bench', '--scale', 'big'], stderr: /^idem: invalid_input: --scale: must be a number > 0/m },
+      { args: ['bench', '--rounds', '0'], stderr: /^idem: invalid_input: --rounds: must be a whole number from 1 to 20/m },
+      { args: ['bench', '--rounds', '2.5'], stderr: /^idem: invalid_input: --rounds: must be a whole number from 1 to 20/m },
       { args: ['read', stream, '--db', db, '--postgres', 'postgres://x'], stderr: /^idem: usage: choose one of --db, --postgres and --url/m },
     ];
     // A few through the real binary, the rest through `main` in this process.
