@@ -1,4 +1,5 @@
-// `npm run bench`: runs the benchmark scenarios (see docs/benchmarks.md).
-import { benchMain } from '../src/bench/index.js';
+// Runs the benchmark scenarios from the TypeScript sources: `idem bench` (see docs/benchmarks.md)
+// without a build. `npm run bench` builds dist/ and runs the built `idem bench` instead.
+import { main } from '../src/cli/main.js';
 
-process.exitCode = await benchMain(process.argv.slice(2));
+process.exitCode = await main([process.argv[0]!, 'idem', 'bench', ...process.argv.slice(2)]);
