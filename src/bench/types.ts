@@ -51,8 +51,9 @@ export interface ScenarioContext {
    */
   size(quick: number, full: number, multipleOf?: number): number;
   /**
-   * How many times the scenarios that repeat their measurements (the append scenarios) measure each
-   * shape, interleaved after a warm-up; their rows report the median. 1 in quick mode.
+   * How many times the scenarios that repeat their measurements (the append scenarios, and the
+   * consumer scenarios' target rows with their baselines) measure each shape, interleaved; their
+   * rows report the median. 1 in quick mode.
    */
   rounds: number;
   /** A fresh temporary directory, removed when the scenario ends. */

@@ -199,8 +199,6 @@ export const consumerPostgres: Scenario = {
       const setNoIdem = (size: number): string => `set-based batch of ${size.toLocaleString('en-US')}, no idem`;
       const setPageRow = baselineRow(NAME, setNoIdem(PAGE), m.setPage);
       const setRow = baselineRow(NAME, setNoIdem(CATCH_UP), m.set);
-      const batched = m.batched;
-      const perPage = m.perPage;
 
       // Informative rows, measured once.
       ctx.log(`${NAME}: idem consumer, per-event handler (${n})`);
@@ -210,7 +208,7 @@ export const consumerPostgres: Scenario = {
       const v4 = await runIdem(ctx, 'billing_v4_v1', randomIds, n, { handleBatch: pgBillingBatchHandler });
 
       const defaults = `pages of ${PAGE}, catch-up transactions of up to ${CATCH_UP.toLocaleString('en-US')}`;
-      const rate = batched.eventsPerSec;
+      const rate = m.batched.eventsPerSec;
       return [
         naiveRow,
         setPageRow,
@@ -218,14 +216,14 @@ export const consumerPostgres: Scenario = {
         row({
           scenario: NAME,
           shape: `billing batch handler (handleBatch: one upsert per batch), ${defaults}, vs naive`,
-          measured: batched,
+          measured: m.batched,
           against: naiveRow,
           target: { text: '>= 40,000 events/s and >= 20x naive', met: rate >= 40_000 && rate >= 20 * naive.eventsPerSec },
         }),
         row({
           scenario: NAME,
           shape: `billing batch handler (handleBatch), ${defaults}, vs set-based of the same size`,
-          measured: batched,
+          measured: m.batched,
           against: setRow,
           target: { text: '>= 0.7x set-based', met: rate >= 0.7 * setRow.eventsPerSec },
         }),
@@ -233,7 +231,7 @@ export const consumerPostgres: Scenario = {
         row({
           scenario: NAME,
           shape: `billing batch handler (handleBatch), a transaction per page of ${PAGE}, vs set-based of the same size`,
-          measured: perPage,
+          measured: m.perPage,
           against: setPageRow,
         }),
         row({

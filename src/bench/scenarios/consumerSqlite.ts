@@ -219,9 +219,6 @@ export const consumerSqlite: Scenario = {
       const loopPageRow = baselineRow(NAME, `prepared-statement loop, ${per(PAGE)}`, m.loopPage);
       const setRow = baselineRow(NAME, `set-based batch, ${per(CATCH_UP)}`, m.set);
       const loopRow = baselineRow(NAME, `prepared-statement loop, ${per(CATCH_UP)}`, m.loop);
-      const measured = m.handle;
-      const batched = m.handleBatch;
-      const perPage = m.perPage;
 
       ctx.log(`${NAME}: idem consumer, per-event handler, source with random v4 ids (${n})`);
       await populate(randomIds, n, { ids: 'v4' });
@@ -241,34 +238,34 @@ export const consumerSqlite: Scenario = {
         row({
           scenario: NAME,
           shape: `billing handler (handle), event-id + entity-version, ${defaults}, vs naive`,
-          measured,
+          measured: m.handle,
           against: naiveRow,
-          target: target(measured),
+          target: target(m.handle),
         }),
         row({
           scenario: NAME,
           shape: `billing handler (handle), ${defaults}, vs set-based of the same size`,
-          measured,
+          measured: m.handle,
           against: setRow,
         }),
         row({
           scenario: NAME,
           shape: `billing handler (handle), ${defaults}, vs prepared loop of the same size`,
-          measured,
+          measured: m.handle,
           against: loopRow,
         }),
         row({
           scenario: NAME,
           shape: `billing batch handler (handleBatch: one upsert per batch), ${defaults}, vs set-based of the same size`,
-          measured: batched,
+          measured: m.handleBatch,
           against: setRow,
-          target: target(batched),
+          target: target(m.handleBatch),
         }),
         // Informative rows.
         row({
           scenario: NAME,
           shape: `billing handler (handle), a transaction per page of ${PAGE}, vs prepared loop of the same size`,
-          measured: perPage,
+          measured: m.perPage,
           against: loopPageRow,
         }),
         row({
