@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { benchScenarioNames, type BenchReport } from '../../src/bench/index.js';
 import { idem, startIdem } from '../cli/cli.js';
+import { until } from '../support/until.js';
 
 /** Runs `npm run bench`'s script as CI does, at a tiny scale, and returns its parsed JSON report. */
 function runQuickBench(tmp: string): Promise<{ code: number | null; report: BenchReport; stderr: string }> {
@@ -70,13 +71,21 @@ describe('idem bench interrupted', () => {
     try {
       // The full sqlite-append scenario runs for tens of seconds: the signal lands inside it.
       const bench = await startIdem(['bench', '--only', 'sqlite-append'], { env: { TMPDIR: tmp } });
-      // After the warm-up, the timed measurements: files exist now.
-      await bench.waitFor(/round 1\/3: rawPerSixteen/, 'stderr', 90_000);
-      const during = readdirSync(tmp).filter((name) => name.startsWith('idem-bench-'));
+      // After the warm-up, the timed 1,000 sequential durable appends (seconds long): each shape
+      // makes its directory when it starts and removes it when it ends, so wait for the directory
+      // itself rather than read it once when the line shows (it may not exist yet: CI saw that).
+      await bench.waitFor(/round 1\/3: single \(/, 'stderr', 90_000);
+      const during = await until(
+        () => {
+          const dirs = readdirSync(tmp).filter((name) => name.startsWith('idem-bench-'));
+          return dirs.length > 0 ? dirs : null;
+        },
+        { timeoutMs: 30_000, message: 'the scenario to make its temporary directory' },
+      );
       const r = await bench.stop('SIGINT');
       assert.equal(r.code, 130, r.stderr);
       assert.match(r.stderr, /SIGINT: cleaning up/);
-      assert.ok(during.length > 0, 'the scenario had made temporary files when the signal came');
+      assert.ok(during.length > 0);
       const left = readdirSync(tmp).filter((name) => name.startsWith('idem-bench-'));
       assert.deepEqual(left, [], 'the bench left temporary files behind');
     } finally {
