@@ -41,7 +41,21 @@ export async function createTempDatabase(prefix = 'idem_test'): Promise<TempData
         console.error(`# kept test database ${name}`);
         return;
       }
-      await withAdmin((c) => c.query(`drop database if exists "${name}" with (force)`));
+      await withAdmin(async (c) => {
+        // A pool's `end()` resolves once it has removed its clients, before their connections have
+        // closed; a forced drop in that window terminates them, and a client still listening for
+        // errors then emits one that nothing handles. So wait (briefly) for them to go first.
+        const deadline = Date.now() + 2_000;
+        while (Date.now() < deadline) {
+          const r = await c.query<{ n: number }>(
+            'select count(*)::int as n from pg_stat_activity where datname = $1 and pid <> pg_backend_pid()',
+            [name],
+          );
+          if (r.rows[0]!.n === 0) break;
+          await new Promise((resolve) => setTimeout(resolve, 20));
+        }
+        await c.query(`drop database if exists "${name}" with (force)`);
+      });
     },
   };
 }
