@@ -55,6 +55,7 @@ export async function withTarget<T>(
   }
   const { postgresTarget } = await import('../postgres/target.js');
   const pool = new Pool({ connectionString: pgUrl, max: 2 });
+  // postgresTarget listens for the errors of idle connections (guardPool): a long rebuild survives them.
   try {
     const target = postgresTarget(
       pool,

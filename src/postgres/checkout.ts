@@ -36,3 +36,17 @@ export async function checkout(pool: Pool): Promise<CheckedOutClient> {
     },
   };
 }
+
+/** Pools that already have the idle-connection error listener (added once, however many users share a pool). */
+const guardedPools = new WeakSet<Pool>();
+
+/**
+ * Keeps an idle pooled connection that dies (server restart, `pg_terminate_backend`, a network cut)
+ * from ending the process: pg-pool drops such a client and emits `error` on the pool, which throws
+ * when nothing listens. The next query opens a new connection. Idempotent per pool.
+ */
+export function guardPool(pool: Pool): void {
+  if (guardedPools.has(pool)) return;
+  guardedPools.add(pool);
+  pool.on('error', () => undefined);
+}

@@ -10,6 +10,7 @@ import { AppendBatcher } from './appendBatcher.js';
 import { appendEvents } from './appendEvents.js';
 import { AppendNotifier } from './appendNotifier.js';
 import { withReconnect, type RetryOptions } from './connectionFaults.js';
+import { guardPool } from './checkout.js';
 import { EVENT_TUPLE_COLUMNS, filterSql, tuplesToRecordedEvents, type PgEventTuple } from './eventRows.js';
 import { loadPg } from './loadPg.js';
 import { EVENT_STORE_MIGRATIONS, runPgMigrations, type PgMigration } from './migrations.js';
@@ -240,9 +241,6 @@ export class PostgresEventStore implements EventStore {
   }
 }
 
-/** Pools that already have the idle-connection error listener (added once, however many stores share a pool). */
-const guardedPools = new WeakSet<Pool>();
-
 /** Every schema step of the store: events (1), consumer state (2). */
 export const STORE_MIGRATIONS: readonly PgMigration[] = [
   ...EVENT_STORE_MIGRATIONS,
@@ -275,12 +273,7 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
     throw new InvalidInputError('pageSize', 'must be an integer >= 1');
   const pg = await loadPg();
   const pool = givenPool ?? new pg.Pool({ connectionString, max: poolSize });
-  // An idle pooled connection that dies (server restart, pg_terminate_backend) is reported here;
-  // the pool already drops it, and without a listener the event would crash the process.
-  if (!guardedPools.has(pool)) {
-    guardedPools.add(pool);
-    pool.on('error', () => undefined);
-  }
+  guardPool(pool);
   const clientConfig = givenPool ? givenPool.options : { connectionString };
   const store = new PostgresEventStore(pool, givenPool === undefined, () => new pg.Client(clientConfig), {
     schema,

@@ -1,4 +1,4 @@
-import { checkout } from './checkout.js';
+import { checkout, guardPool } from './checkout.js';
 import type { Pool, PoolClient, QueryConfig } from 'pg';
 import type {
   BatchRecord,
@@ -177,6 +177,7 @@ export class PostgresTarget implements ConsumerTarget<PoolClient> {
       throw new InvalidInputError('pool', 'must be a pg Pool');
     }
     this.schema = validateSchemaName(options.schema ?? DEFAULT_SCHEMA, 'schema');
+    guardPool(pool);
     this.sql = new TargetSql(this.schema);
     this.outbox = new PostgresOutbox(this.schema);
   }
