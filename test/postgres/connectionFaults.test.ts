@@ -21,6 +21,16 @@ function startKiller(rounds = 15): { stop: () => Promise<number> } {
     await client.connect();
     try {
       for (let round = 0; running && round < rounds; round++) {
+        // Wait (briefly) for a statement in flight, so that the round cuts one and not only idle
+        // connections, which the pool drops without any statement to retry.
+        const deadline = Date.now() + 100;
+        while (running && Date.now() < deadline) {
+          const a = await client.query<{ n: number }>(
+            `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database()
+              AND pid <> pg_backend_pid() AND backend_type = 'client backend' AND state = 'active'`,
+          );
+          if (a.rows[0]!.n > 0) break;
+        }
         const r = await client.query<{ killed: boolean }>(
           `SELECT pg_terminate_backend(pid) AS killed FROM pg_stat_activity
             WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'`,
@@ -55,7 +65,9 @@ describe('postgres store: connection faults', { skip: ctx.skip }, () => {
       await Promise.all(
         Array.from({ length: 4 }, async (_, w) => {
           const stream = `fault-${w}`;
-          for (let i = 0; i < 40; i++) {
+          // 40 appends each, and more while no statement has been cut yet (a fast machine can
+          // finish 40 between two rounds of the killer, cutting only idle connections).
+          for (let i = 0; i < 40 || (store.connectionFaults === 0 && i < 400); i++) {
             const batch: NewEvent[] = Array.from({ length: 5 }, (_, k) => ({ id: randomUUID(), type: 'tick', data: { w, i, k } }));
             try {
               const r = await store.append(stream, batch, { expectedVersion: i * 5 });
