@@ -82,7 +82,11 @@ export function readTarget(path: string): TargetSnapshot {
       invoices,
       applications: new Map(counts.map((c) => [c.event_id, c.n])),
       ledgerRows: (
-        db.prepare('SELECT count(*) AS n FROM idem_processed WHERE consumer = ?').get(CONSUMER_NAME) as {
+        db
+          .prepare(
+            'SELECT count(*) AS n FROM idem_ledger WHERE consumer_id = (SELECT id FROM idem_target_consumers WHERE consumer = ?)',
+          )
+          .get(CONSUMER_NAME) as {
           n: number;
         }
       ).n,

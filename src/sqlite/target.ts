@@ -33,9 +33,18 @@ class TargetStatements {
   readonly addToCounter: Statement;
   readonly ledgerSize: Statement;
   readonly counter: Statement;
+  private readonly consumerId: Statement;
+  private readonly insertConsumer: Statement;
 
   /** Ledger lookups with an IN list of each of `LOOKUP_SIZES` parameters, prepared on first use. */
   private readonly lookups = new Map<number, { count: Statement; keys: Statement }>();
+  /**
+   * The ledger's consumer ids (`idem_target_consumers`) known to be committed. A row there is never
+   * changed or deleted, so an id stays right for every connection once committed.
+   */
+  private readonly ids = new Map<string, number>();
+  /** Ids read or made inside the open transaction: kept by `committed()`, dropped by `rolledBack()`. */
+  private readonly pendingIds = new Map<string, number>();
 
   constructor(private readonly db: Database.Database) {
     this.begin = db.prepare('BEGIN IMMEDIATE');
@@ -51,7 +60,7 @@ class TargetStatements {
     // Prepared multi-row and row statements: with no round trips on SQLite, a prepared row statement
     // in a loop beat one statement over a JSON array (json_each + json_extract) by about a third for
     // 500 ledger rows, and 64 rows per statement take about two thirds of the loop's time again.
-    this.insertLedger = new RowInserter(db, 'INSERT INTO idem_processed (consumer, key, position, processed_at)', 4);
+    this.insertLedger = new RowInserter(db, 'INSERT INTO idem_ledger (consumer_id, key, position)', 3);
     this.upsertVersions = db.prepare(
       `INSERT INTO idem_entity_versions (consumer, stream, version) VALUES (?, ?, ?)
        ON CONFLICT (consumer, stream) DO UPDATE SET version = excluded.version`,
@@ -68,8 +77,43 @@ class TargetStatements {
       `INSERT INTO idem_counters (counter, value) VALUES (?, ?)
        ON CONFLICT (counter) DO UPDATE SET value = value + excluded.value`,
     );
-    this.ledgerSize = db.prepare('SELECT count(*) AS n FROM idem_processed WHERE consumer = ?');
+    this.ledgerSize = db.prepare(
+      'SELECT count(*) AS n FROM idem_ledger WHERE consumer_id = (SELECT id FROM idem_target_consumers WHERE consumer = ?)',
+    );
     this.counter = db.prepare('SELECT value FROM idem_counters WHERE counter = ?');
+    this.consumerId = db.prepare('SELECT id FROM idem_target_consumers WHERE consumer = ?').pluck();
+    this.insertConsumer = db.prepare('INSERT INTO idem_target_consumers (consumer) VALUES (?)');
+  }
+
+  /** The consumer's ledger id inside the open transaction, or `undefined` when it has none yet (and so no ledger rows). */
+  existingId(consumer: string): number | undefined {
+    let id = this.ids.get(consumer) ?? this.pendingIds.get(consumer);
+    if (id === undefined) {
+      id = this.consumerId.get(consumer) as number | undefined;
+      if (id !== undefined) this.pendingIds.set(consumer, id);
+    }
+    return id;
+  }
+
+  /** The consumer's ledger id inside the open transaction, made when it has none. */
+  idFor(consumer: string): number {
+    let id = this.existingId(consumer);
+    if (id === undefined) {
+      id = Number(this.insertConsumer.run(consumer).lastInsertRowid);
+      this.pendingIds.set(consumer, id);
+    }
+    return id;
+  }
+
+  /** After a commit: the ids of the transaction are committed too. */
+  committed(): void {
+    for (const [consumer, id] of this.pendingIds) this.ids.set(consumer, id);
+    this.pendingIds.clear();
+  }
+
+  /** After a rollback: an id made in the transaction is gone, and may be given to another consumer. */
+  rolledBack(): void {
+    this.pendingIds.clear();
   }
 
   /**
@@ -79,20 +123,22 @@ class TargetStatements {
    */
   processed(consumer: string, keys: readonly string[]): Set<string> {
     const found = new Set<string>();
+    const id = this.existingId(consumer);
+    if (id === undefined) return found;
     for (let i = 0; i < keys.length; i += MAX_LOOKUP) {
       const chunk = keys.slice(i, i + MAX_LOOKUP);
       const size = LOOKUP_SIZES.find((n) => n >= chunk.length) ?? MAX_LOOKUP;
       const lookup = this.lookup(size);
       // Padding repeats the first key: a repeated IN value changes nothing.
       const params = chunk.length === size ? chunk : [...chunk, ...Array<string>(size - chunk.length).fill(chunk[0]!)];
-      const hits = lookup.count.get(consumer, ...params) as number;
+      const hits = lookup.count.get(id, ...params) as number;
       if (hits === 0) continue;
       // Rows are counted once each, so as many hits as keys means every key (and no repeat) is there.
       if (hits === chunk.length) {
         for (const k of chunk) found.add(k);
         continue;
       }
-      for (const k of lookup.keys.all(consumer, ...params) as string[]) found.add(k);
+      for (const k of lookup.keys.all(id, ...params) as string[]) found.add(k);
     }
     return found;
   }
@@ -100,10 +146,10 @@ class TargetStatements {
   private lookup(size: number): { count: Statement; keys: Statement } {
     let stmts = this.lookups.get(size);
     if (!stmts) {
-      const where = `consumer = ? AND key IN (${Array<string>(size).fill('?').join(',')})`;
+      const where = `consumer_id = ? AND key IN (${Array<string>(size).fill('?').join(',')})`;
       stmts = {
-        count: this.db.prepare(`SELECT count(*) FROM idem_processed WHERE ${where}`).pluck(),
-        keys: this.db.prepare(`SELECT key FROM idem_processed WHERE ${where}`).pluck(),
+        count: this.db.prepare(`SELECT count(*) FROM idem_ledger WHERE ${where}`).pluck(),
+        keys: this.db.prepare(`SELECT key FROM idem_ledger WHERE ${where}`).pluck(),
       };
       this.lookups.set(size, stmts);
     }
@@ -148,19 +194,23 @@ class SqliteTargetTransaction implements TargetTransaction<Database.Database> {
   rollbackToSavepoint(): Promise<void> {
     this.s.rollbackTo.run();
     this.s.release.run();
+    // An id made after the savepoint is gone; the others are read again.
+    this.s.rolledBack();
     return Promise.resolve();
   }
 
   record(consumer: string, r: BatchRecord): Promise<void> {
     const now = new Date().toISOString();
     const entries = r.entries;
-    this.s.insertLedger.insert(entries.length, (params, at, i) => {
-      const e = entries[i]!;
-      params[at] = consumer;
-      params[at + 1] = e.key;
-      params[at + 2] = e.position;
-      params[at + 3] = now;
-    });
+    if (entries.length > 0) {
+      const id = this.s.idFor(consumer);
+      this.s.insertLedger.insert(entries.length, (params, at, i) => {
+        const e = entries[i]!;
+        params[at] = id;
+        params[at + 1] = e.key;
+        params[at + 2] = e.position;
+      });
+    }
     for (const [stream, version] of r.versions) this.s.upsertVersions.run(consumer, stream, version);
     this.s.upsertCheckpoint.run(consumer, r.position, r.epoch, now);
     return Promise.resolve();
@@ -240,11 +290,13 @@ export class SqliteTarget implements ConsumerTarget<Database.Database> {
       let result: T;
       try {
         result = await fn(new SqliteTargetTransaction(this.db, s));
+        s.commit.run();
       } catch (err) {
         if (this.db.inTransaction) s.rollback.run();
+        s.rolledBack();
         throw err;
       }
-      s.commit.run();
+      s.committed();
       return result;
     });
   }

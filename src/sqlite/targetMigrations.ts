@@ -6,7 +6,8 @@ export const TARGET_SCHEMA_TABLE = 'idem_target_schema';
 
 /**
  * The SQLite target's schema: the processed ledger, checkpoints, entity versions and the additive
- * counters. Append new steps at the end; never edit a released one.
+ * counters (1), the effect outbox (2), the ledger keyed by a consumer id (3). Append new steps at
+ * the end; never edit a released one.
  */
 export const TARGET_MIGRATIONS: Migration[] = [
   {
@@ -47,4 +48,30 @@ export const TARGET_MIGRATIONS: Migration[] = [
     },
   },
   OUTBOX_MIGRATION,
+  {
+    version: 3,
+    name: 'ledger keyed by consumer id',
+    // The ledger's rows carried the consumer's name and a timestamp: about 90 bytes a row, for a
+    // 36-character key. Keyed by a small integer instead they take about half the pages, so a batch's
+    // inserts and lookups touch half as many (about a third less time per event with UUIDv7 keys, two
+    // fifths with random keys: see docs/benchmarks.md). The rows of version 1's table are moved over.
+    up: (db) => {
+      db.exec(`
+        CREATE TABLE idem_target_consumers (
+          id       INTEGER PRIMARY KEY,
+          consumer TEXT    NOT NULL UNIQUE
+        );
+        CREATE TABLE idem_ledger (
+          consumer_id INTEGER NOT NULL,
+          key         TEXT    NOT NULL,
+          position    INTEGER NOT NULL,
+          PRIMARY KEY (consumer_id, key)
+        ) WITHOUT ROWID;
+        INSERT INTO idem_target_consumers (consumer) SELECT DISTINCT consumer FROM idem_processed ORDER BY consumer;
+        INSERT INTO idem_ledger (consumer_id, key, position)
+          SELECT c.id, p.key, p.position FROM idem_processed p JOIN idem_target_consumers c ON c.consumer = p.consumer;
+        DROP TABLE idem_processed;
+      `);
+    },
+  },
 ];

@@ -356,7 +356,10 @@ export class SqliteOutbox implements OutboxDialect<Database.Database> {
 
   resetLedger(db: Database.Database, consumer: string): Promise<LedgerReset> {
     return Promise.resolve({
-      ledgerRows: stmt(db, 'DELETE FROM idem_processed WHERE consumer = ?').run(consumer).changes,
+      ledgerRows: stmt(
+        db,
+        'DELETE FROM idem_ledger WHERE consumer_id = (SELECT id FROM idem_target_consumers WHERE consumer = ?)',
+      ).run(consumer).changes,
       checkpoints: stmt(db, 'DELETE FROM idem_checkpoints WHERE consumer = ?').run(consumer).changes,
       entityVersions: stmt(db, 'DELETE FROM idem_entity_versions WHERE consumer = ?').run(consumer).changes,
     });

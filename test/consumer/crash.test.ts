@@ -144,7 +144,7 @@ async function crashRun(mode: 'ledger' | 'blind', events: number, minKills: numb
         doubled += Math.max(0, have.events - want.events);
         if (have.total !== want.total) totalsMatch = false;
       }
-      const ledgerRows = (target.prepare(`SELECT count(DISTINCT key) AS n FROM idem_processed WHERE consumer = 'billing_v2'`).get() as { n: number }).n;
+      const ledgerRows = (target.prepare(`SELECT count(DISTINCT key) AS n FROM idem_ledger WHERE consumer_id = (SELECT id FROM idem_target_consumers WHERE consumer = 'billing_v2')`).get() as { n: number }).n;
       return { kills, delivered, duplicates, lost, doubled, totalsMatch, ledgerRows };
     } finally {
       out.close();

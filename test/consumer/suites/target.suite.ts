@@ -3,7 +3,10 @@ import { describe, it } from 'node:test';
 import { randomStream } from '../../support/names.js';
 import { until } from '../../support/until.js';
 import { withHarness } from '../support/harness.js';
+import type { TargetTransaction } from '../../../src/core/consumerTarget.js';
 import type { MakeTargetFixture } from '../support/targetFixture.js';
+
+type BatchRecordArgs = Parameters<TargetTransaction<unknown>['record']>;
 
 /** The target port itself: migrations from several connections, fencing by epoch, sharing, addOnce. */
 export function describeTarget<Tx>(label: string, make: MakeTargetFixture<Tx>): void {
@@ -81,6 +84,41 @@ export function describeTarget<Tx>(label: string, make: MakeTargetFixture<Tx>): 
           await h.fx.target.transaction(async (t) => [...(await t.processedKeys(`${h.name}_other`, range(0, 10)))]),
           [],
         );
+      }));
+
+    it("a consumer's first ledger rows rolled back (whole transaction or savepoint) leave no trace in another consumer's ledger", () =>
+      withHarness(make, async (h) => {
+        await h.fx.target.migrate();
+        const [a, b, c] = [`${h.name}_a`, `${h.name}_b`, `${h.name}_c`];
+        const rec = (consumer: string, key: string): BatchRecordArgs => [consumer, { entries: [{ key, position: 1 }], versions: new Map(), position: 0, epoch: 0 }];
+        await assert.rejects(
+          h.fx.target.transaction(async (t) => {
+            await t.record(...rec(a, 'a-rolled-back'));
+            throw new Error('rolled back');
+          }),
+          /rolled back/,
+        );
+        await h.fx.target.transaction(async (t) => {
+          await t.savepoint();
+          await t.record(...rec(c, 'c-rolled-back'));
+          await t.rollbackToSavepoint();
+          await t.record(...rec(b, 'b-1'));
+        });
+        await h.fx.target.transaction(async (t) => {
+          await t.record(...rec(a, 'a-1'));
+          await t.record(...rec(c, 'c-1'));
+        });
+        const all = ['a-rolled-back', 'a-1', 'b-1', 'c-rolled-back', 'c-1'];
+        const seen = (consumer: string): Promise<string[]> =>
+          h.fx.target.transaction(async (t) => [...(await t.processedKeys(consumer, all))].sort());
+        assert.deepEqual(await seen(a), ['a-1']);
+        assert.deepEqual(await seen(b), ['b-1']);
+        assert.deepEqual(await seen(c), ['c-1']);
+        for (const consumer of [a, b, c]) assert.equal(await h.fx.target.ledgerSize(consumer), 1, consumer);
+        // A second connection (another process) sees the same ledgers.
+        const other = await h.fx.another();
+        assert.deepEqual(await other.transaction(async (t) => [...(await t.processedKeys(b, all))]), ['b-1']);
+        assert.equal(await other.ledgerSize(c), 1);
       }));
 
     it('addOnce adds a member once, in the transaction', () =>
