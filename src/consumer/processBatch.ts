@@ -144,13 +144,21 @@ function runBatch<Tx>(
       }
     };
     const freshKeys = fresh.map(keysOf);
-    const lookup: string[] = [];
-    for (const k of freshKeys) if (Array.isArray(k)) lookup.push(...k);
-    const seen = lookup.length > 0 ? await t.processedKeys(name, lookup) : new Set<string>();
     const applied =
       o.guards.entityVersion && fresh.length > 0
         ? await t.entityVersions(name, [...new Set(fresh.map((e) => e.stream))])
         : new Map<string, number>();
+    // The ledger is asked only about events the entity versions do not already call duplicates
+    // (versions only grow within a batch, so such an event stays a duplicate whatever the ledger says).
+    const lookup: string[] = [];
+    for (let i = 0; i < fresh.length; i++) {
+      const k = freshKeys[i]!;
+      if (!Array.isArray(k)) continue;
+      const e = fresh[i]!;
+      if (o.guards.entityVersion && e.version <= (applied.get(e.stream) ?? 0)) continue;
+      for (const key of k) lookup.push(key);
+    }
+    const seen = lookup.length > 0 ? await t.processedKeys(name, lookup) : new Set<string>();
     const versions = new Map<string, number>();
     const entries: LedgerEntry[] = [];
     const parks: { position: number; info: ParkInfo }[] = [];

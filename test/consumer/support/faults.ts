@@ -86,8 +86,8 @@ export function faultySource(store: EventStore, faults: SourceFaults): EventStor
 export interface TargetFaults {
   /** The next `failRecords` batches fail while writing ledger and checkpoint (a crash before commit). */
   failRecords?: number;
-  /** Counts ledger lookups, to show that batches below the checkpoint skip them. */
-  lookups?: { keys: number; versions: number };
+  /** Counts lookups (calls) and the ledger keys asked about, to show which events skip the ledger. */
+  lookups?: { keys: number; versions: number; keysAsked?: string[] };
 }
 
 export function faultyTarget<Tx>(target: ConsumerTarget<Tx>, faults: TargetFaults): ConsumerTarget<Tx> {
@@ -95,7 +95,10 @@ export function faultyTarget<Tx>(target: ConsumerTarget<Tx>, faults: TargetFault
     tx: t.tx,
     checkpoint: (c) => t.checkpoint(c),
     processedKeys: (c, k) => {
-      if (faults.lookups) faults.lookups.keys++;
+      if (faults.lookups) {
+        faults.lookups.keys++;
+        faults.lookups.keysAsked?.push(...k);
+      }
       return t.processedKeys(c, k);
     },
     entityVersions: (c, s) => {
