@@ -53,8 +53,8 @@ export const TARGET_MIGRATIONS: Migration[] = [
     name: 'ledger keyed by consumer id',
     // The ledger's rows carried the consumer's name and a timestamp: about 90 bytes a row, for a
     // 36-character key. Keyed by a small integer instead they take about half the pages, so a batch's
-    // inserts and lookups touch half as many (about a third less time per event with UUIDv7 keys, two
-    // fifths with random keys: see docs/benchmarks.md). The rows of version 1's table are moved over.
+    // inserts and lookups touch half as many (about a third less time per row, with UUIDv7 keys and
+    // with random ones: see docs/benchmarks.md). The rows of version 1's table are moved over.
     up: (db) => {
       db.exec(`
         CREATE TABLE idem_target_consumers (
