@@ -148,25 +148,22 @@ function runBatch<Tx>(
       o.guards.entityVersion && fresh.length > 0
         ? await t.entityVersions(name, [...new Set(fresh.map((e) => e.stream))])
         : new Map<string, number>();
+    const versions = new Map<string, number>();
+    const lastApplied = (stream: string): number => versions.get(stream) ?? applied.get(stream) ?? 0;
+    const appliedAlready = (e: RecordedEvent): boolean => o.guards.entityVersion && e.version <= lastApplied(e.stream);
     // The ledger is asked only about events the entity versions do not already call duplicates
     // (versions only grow within a batch, so such an event stays a duplicate whatever the ledger says).
     const lookup: string[] = [];
     for (let i = 0; i < fresh.length; i++) {
       const k = freshKeys[i]!;
-      if (!Array.isArray(k)) continue;
-      const e = fresh[i]!;
-      if (o.guards.entityVersion && e.version <= (applied.get(e.stream) ?? 0)) continue;
-      for (const key of k) lookup.push(key);
+      if (Array.isArray(k) && !appliedAlready(fresh[i]!)) for (const key of k) lookup.push(key);
     }
     const seen = lookup.length > 0 ? await t.processedKeys(name, lookup) : new Set<string>();
-    const versions = new Map<string, number>();
     const entries: LedgerEntry[] = [];
     const parks: { position: number; info: ParkInfo }[] = [];
     const parkedBehind = new Set<string>();
-    const lastApplied = (stream: string): number => versions.get(stream) ?? applied.get(stream) ?? 0;
 
-    const isDuplicate = (e: RecordedEvent, keys: string[]): boolean =>
-      keys.some((k) => seen.has(k)) || (o.guards.entityVersion && e.version <= lastApplied(e.stream));
+    const isDuplicate = (e: RecordedEvent, keys: string[]): boolean => keys.some((k) => seen.has(k)) || appliedAlready(e);
 
     const addOnce = (counter: string, member: string, amount = 1): Promise<boolean> => t.addOnce(counter, member, amount);
     const effect = (e: RecordedEvent, kind: string, payload: unknown, options?: EffectCallOptions): Promise<EffectWrite> =>

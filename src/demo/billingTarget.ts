@@ -2,6 +2,7 @@
 // handler application (no unique key, so a doubled application would show up as two rows).
 import Database from 'better-sqlite3';
 import type { RecordedEvent } from '../core/event.js';
+import { LEDGER_OF_CONSUMER } from '../sqlite/ledgerSql.js';
 import type { InvoiceTotals } from './workload.js';
 
 export const CONSUMER_NAME = 'billing_v2';
@@ -82,11 +83,7 @@ export function readTarget(path: string): TargetSnapshot {
       invoices,
       applications: new Map(counts.map((c) => [c.event_id, c.n])),
       ledgerRows: (
-        db
-          .prepare(
-            'SELECT count(*) AS n FROM idem_ledger WHERE consumer_id = (SELECT id FROM idem_target_consumers WHERE consumer = ?)',
-          )
-          .get(CONSUMER_NAME) as {
+        db.prepare(`SELECT count(*) AS n ${LEDGER_OF_CONSUMER}`).get(CONSUMER_NAME) as {
           n: number;
         }
       ).n,

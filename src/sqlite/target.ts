@@ -3,6 +3,7 @@ import type { BatchRecord, ConsumerTarget, TargetCheckpoint, TargetTransaction }
 import { ClosedError, InvalidInputError } from '../core/errors.js';
 import { runMigrations } from './migrations.js';
 import { openDatabase, retryWhileBusy } from './connection.js';
+import { LEDGER_OF_CONSUMER } from './ledgerSql.js';
 import { TARGET_MIGRATIONS, TARGET_SCHEMA_TABLE } from './targetMigrations.js';
 import { SqliteOutbox } from './targetOutbox.js';
 import { RowInserter } from './rowInserter.js';
@@ -77,9 +78,7 @@ class TargetStatements {
       `INSERT INTO idem_counters (counter, value) VALUES (?, ?)
        ON CONFLICT (counter) DO UPDATE SET value = value + excluded.value`,
     );
-    this.ledgerSize = db.prepare(
-      'SELECT count(*) AS n FROM idem_ledger WHERE consumer_id = (SELECT id FROM idem_target_consumers WHERE consumer = ?)',
-    );
+    this.ledgerSize = db.prepare(`SELECT count(*) AS n ${LEDGER_OF_CONSUMER}`);
     this.counter = db.prepare('SELECT value FROM idem_counters WHERE counter = ?');
     this.consumerId = db.prepare('SELECT id FROM idem_target_consumers WHERE consumer = ?').pluck();
     this.insertConsumer = db.prepare('INSERT INTO idem_target_consumers (consumer) VALUES (?)');

@@ -17,6 +17,7 @@ import type {
   EffectStatus,
   NewEffect,
 } from '../core/effectTypes.js';
+import { LEDGER_OF_CONSUMER } from './ledgerSql.js';
 import type { Migration } from './migrations.js';
 
 /** Target migration 2: the effect outbox, consumer versions and active versions. */
@@ -356,10 +357,7 @@ export class SqliteOutbox implements OutboxDialect<Database.Database> {
 
   resetLedger(db: Database.Database, consumer: string): Promise<LedgerReset> {
     return Promise.resolve({
-      ledgerRows: stmt(
-        db,
-        'DELETE FROM idem_ledger WHERE consumer_id = (SELECT id FROM idem_target_consumers WHERE consumer = ?)',
-      ).run(consumer).changes,
+      ledgerRows: stmt(db, `DELETE ${LEDGER_OF_CONSUMER}`).run(consumer).changes,
       checkpoints: stmt(db, 'DELETE FROM idem_checkpoints WHERE consumer = ?').run(consumer).changes,
       entityVersions: stmt(db, 'DELETE FROM idem_entity_versions WHERE consumer = ?').run(consumer).changes,
     });

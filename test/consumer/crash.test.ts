@@ -7,6 +7,7 @@ import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
 import { openSqliteStore } from '../../src/sqlite/sqliteStore.js';
+import { LEDGER_OF_CONSUMER } from '../../src/sqlite/ledgerSql.js';
 import { tempDir } from '../support/tempDir.js';
 
 const CHILD = fileURLToPath(new URL('./support/crashChild.ts', import.meta.url));
@@ -144,7 +145,7 @@ async function crashRun(mode: 'ledger' | 'blind', events: number, minKills: numb
         doubled += Math.max(0, have.events - want.events);
         if (have.total !== want.total) totalsMatch = false;
       }
-      const ledgerRows = (target.prepare(`SELECT count(DISTINCT key) AS n FROM idem_ledger WHERE consumer_id = (SELECT id FROM idem_target_consumers WHERE consumer = 'billing_v2')`).get() as { n: number }).n;
+      const ledgerRows = (target.prepare(`SELECT count(DISTINCT key) AS n ${LEDGER_OF_CONSUMER}`).get('billing_v2') as { n: number }).n;
       return { kills, delivered, duplicates, lost, doubled, totalsMatch, ledgerRows };
     } finally {
       out.close();
