@@ -131,8 +131,9 @@ class ConsumerRuntime<Tx> implements Consumer {
       filter: o.filter,
       from: o.from,
       batchSize: o.batch.size,
-      // Room for a whole catch-up batch being merged plus the page read ahead of it.
-      maxInFlight: Math.max(1000, o.batch.catchUpSize + 2 * o.batch.size),
+      // Room for a catch-up batch in its transaction plus the next one: on a source whose reads wait
+      // on I/O (PostgreSQL) the next batch's pages are read while the current one commits.
+      maxInFlight: Math.max(1000, 2 * o.batch.catchUpSize + 2 * o.batch.size),
       standby: o.standby,
       signal: this.subscribeAbort.signal,
       ...(o.leaseTtlMs !== undefined ? { leaseTtlMs: o.leaseTtlMs } : {}),

@@ -11,6 +11,13 @@ import { Wakeup } from './wakeup.js';
 
 const yieldToEventLoop = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
 
+/** A page of the log being read ahead: up to `limit` events after position `after`. */
+interface AheadPage {
+  after: number;
+  limit: number;
+  page: Promise<RecordedEvent[]>;
+}
+
 /** What a subscription needs from the service that opened it. */
 export interface SubscriptionDeps {
   source: SubscriptionSource;
@@ -45,8 +52,16 @@ export class DurableSubscription implements Subscription {
   /** Redelivered dead letters not yet resolved by an ack, by event id. */
   private readonly redelivered = new Map<string, RecordedEvent>();
   private redeliveredHigh = 0;
-  /** The page being read ahead (see `readAhead`). */
-  private ahead: { after: number; page: Promise<RecordedEvent[]> } | null = null;
+  /** Pages read ahead, in log order, each after the last event of the one before (see `readAhead`). */
+  private ahead: AheadPage[] = [];
+  /** Events the pages in `ahead` may hold (their limits), counted against `maxInFlight`. */
+  private aheadRoom = 0;
+  /** Bumped when the pages read ahead are dropped, so that a chain of reads in progress stops. */
+  private aheadGeneration = 0;
+  /** True while a chain of reads ahead runs (at most one does). */
+  private readingAhead = false;
+  /** The room of the page read ahead that `readPage` returned, until the run loop has delivered it. */
+  private taken = 0;
   /** When to look for retrying dead letters even with no stream blocked here (see `nextRedelivery`). */
   private nextRedeliveryCheck = 0;
   /** Streams with an active dead letter as far as this owner knows (only it adds; admin may remove). */
@@ -197,7 +212,9 @@ export class DurableSubscription implements Subscription {
       for (;;) {
         if (this.stopped()) return;
         const generation = this.wake.generation;
-        const room = maxInFlight - this.outstanding.length - this.redelivered.size;
+        // The first page read ahead is about to be delivered: its share of the room is free to use.
+        const room =
+          maxInFlight - this.outstanding.length - this.redelivered.size - this.aheadRoom + this.nextAheadLimit();
         if (room > 0) {
           const limit = Math.min(room, batchSize);
           if (this.blocked.size > 0 || Date.now() >= this.nextRedeliveryCheck) {
@@ -210,15 +227,17 @@ export class DurableSubscription implements Subscription {
           }
           // Read before the page, so that an empty page proves everything up to the head was read.
           const head = caughtUp || lastPageFull ? null : await this.deps.source.headPosition();
-          const read = await this.readPage(filter, limit);
+          const { events: read, full } = await this.readPage(filter, limit);
           if (this.stopped()) return;
-          lastPageFull = read.length >= limit;
+          lastPageFull = full;
           if (read.length > 0) {
             // An owner that missed its heartbeats (a long pause) checks the lease before delivering.
             if (Date.now() >= this.leaseDeadline) await this.renew();
             if (this.stopped()) return;
             this.readPos = read[read.length - 1]!.position;
             const deliver = await this.locked(() => this.sortOut(read));
+            // The page now counts as outstanding (or parked), no longer as read ahead.
+            this.releaseTaken();
             if (lastPageFull) {
               // A synchronous source (SQLite) never waits on I/O: without this, a catch-up would run
               // to the head in one turn of the event loop, starving timers (lease heartbeats), I/O
@@ -226,13 +245,11 @@ export class DurableSubscription implements Subscription {
               await yieldToEventLoop();
               if (this.stopped()) return;
             }
-            if (lastPageFull && this.deps.source.readAhead) {
-              const roomAfter = maxInFlight - this.outstanding.length - this.redelivered.size;
-              if (roomAfter > 0) this.readAhead(filter, Math.min(roomAfter, batchSize));
-            }
+            if (lastPageFull && this.deps.source.readAhead) this.readAhead(filter);
             if (deliver.length > 0) yield { kind: 'events', events: deliver, redelivery: false };
             continue;
           }
+          this.releaseTaken();
           if (!caughtUp) {
             // The head was not read before this (empty) page: read it, then the page again.
             if (head === null) continue;
@@ -254,28 +271,93 @@ export class DurableSubscription implements Subscription {
     }
   }
 
-  /** The next page of the log after `readPos` (at most `limit` events): the page read ahead, if any. */
-  private async readPage(filter: EventFilter, limit: number): Promise<RecordedEvent[]> {
-    const ahead = this.ahead;
-    this.ahead = null;
-    if (ahead && ahead.after === this.readPos) {
-      const page = await ahead.page;
-      // Redeliveries may have taken some of the room since: keep to the limit (readPos follows).
-      return page.length > limit ? page.slice(0, limit) : page;
+  /**
+   * The next page of the log after `readPos` (at most `limit` events): the first page read ahead, if
+   * any. `full`: the page came back with as many events as were asked for, so the log may go on.
+   */
+  private async readPage(
+    filter: EventFilter,
+    limit: number,
+  ): Promise<{ events: RecordedEvent[]; full: boolean }> {
+    const first = this.ahead[0];
+    if (first && first.after === this.readPos) {
+      this.ahead.shift();
+      // Its room stays counted until the run loop has delivered the page (`releaseTaken`).
+      this.taken = first.limit;
+      const page = await first.page;
+      if (page.length <= limit) return { events: page, full: page.length >= first.limit };
+      // Redeliveries took some of the room since: keep to the limit (readPos follows, and the pages
+      // after this one no longer follow on from it).
+      this.dropAhead();
+      return { events: page.slice(0, limit), full: true };
     }
-    return this.fetchPage(this.readPos, filter, limit);
+    this.dropAhead();
+    const page = await this.fetchPage(this.readPos, filter, limit);
+    return { events: page, full: page.length >= limit };
   }
 
   /**
-   * Starts reading the page after `readPos` while the consumer processes the one just delivered, for
-   * sources whose reads wait on I/O (`readAhead`). At most one page is read ahead, and only within
-   * the room `maxInFlight` leaves, so memory stays bounded by `maxInFlight` events.
+   * For sources whose reads wait on I/O (`readAhead`): reads the pages after `readPos` one after the
+   * other while the consumer processes the ones delivered, as long as the pages keep coming back full
+   * and `maxInFlight` leaves room (delivered-but-unacknowledged events and the pages read ahead count
+   * against it together), so memory stays bounded by `maxInFlight` events. With the consumer
+   * runtime's defaults a whole catch-up transaction's pages are read while the one before commits.
    */
-  private readAhead(filter: EventFilter, limit: number): void {
-    const page = this.fetchPage(this.readPos, filter, limit);
-    // Consumed (and its error thrown) by the next `readPage`; dropped unseen if the subscription ends first.
-    page.catch(() => undefined);
-    this.ahead = { after: this.readPos, page };
+  private readAhead(filter: EventFilter): void {
+    if (this.readingAhead) return;
+    this.readingAhead = true;
+    const generation = this.aheadGeneration;
+    const { batchSize, maxInFlight } = this.options;
+    const chain = async (): Promise<void> => {
+      // The last page queued by this chain (or before it) and its last position, once read.
+      let after = this.readPos;
+      const last = this.ahead[this.ahead.length - 1];
+      if (last) {
+        const page = await last.page;
+        if (generation !== this.aheadGeneration || page.length < last.limit) return;
+        after = page[page.length - 1]!.position;
+      }
+      for (;;) {
+        if (!this.active || generation !== this.aheadGeneration) return;
+        const room = maxInFlight - this.outstanding.length - this.redelivered.size - this.aheadRoom;
+        if (room <= 0) return;
+        const limit = Math.min(room, batchSize);
+        const entry: AheadPage = { after, limit, page: this.fetchPage(after, filter, limit) };
+        // Consumed (and its error thrown) by `readPage`; dropped unseen if the subscription ends first.
+        entry.page.catch(() => undefined);
+        this.ahead.push(entry);
+        this.aheadRoom += entry.limit;
+        const page = await entry.page;
+        // A page that is not full reached the head: live reads are not read ahead.
+        if (page.length < entry.limit) return;
+        after = page[page.length - 1]!.position;
+      }
+    };
+    chain()
+      .catch(() => undefined)
+      .finally(() => (this.readingAhead = false));
+  }
+
+  private releaseTaken(): void {
+    this.aheadRoom -= this.taken;
+    this.taken = 0;
+  }
+
+  /** The room the first page read ahead holds, when it follows on from `readPos`; drops stale pages. */
+  private nextAheadLimit(): number {
+    const first = this.ahead[0];
+    if (!first) return 0;
+    if (first.after === this.readPos) return first.limit;
+    this.dropAhead();
+    return 0;
+  }
+
+  /** Forgets the pages read ahead (their reads finish unseen) and stops a chain of reads in progress. */
+  private dropAhead(): void {
+    if (this.ahead.length === 0 && !this.readingAhead) return;
+    for (const entry of this.ahead) this.aheadRoom -= entry.limit;
+    this.ahead = [];
+    this.aheadGeneration++;
   }
 
   /** One page of the log: one query where the source can, else collected from `readAll`. */

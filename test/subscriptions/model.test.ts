@@ -8,6 +8,7 @@ import fc from 'fast-check';
 import type { EventStore } from '../../src/core/eventStore.js';
 import { createMemoryStore } from '../../src/memory/memoryStore.js';
 import { openSqliteStore } from '../../src/sqlite/sqliteStore.js';
+import { pgTestContext } from '../postgres/pgFixtures.js';
 import { tempDir } from '../support/tempDir.js';
 import { until } from '../support/until.js';
 import { Reader, readAllEvents } from './suite/context.js';
@@ -87,6 +88,7 @@ async function runModel(store: EventStore, ops: Op[]): Promise<void> {
 }
 
 const runs = Number(process.env.IDEM_MODEL_RUNS ?? 100);
+const pg = await pgTestContext();
 
 describe('subscription model: subscribe / ack / crash / resubscribe', () => {
   it(`memory store (${runs} runs)`, async () => {
@@ -121,5 +123,21 @@ describe('subscription model: subscribe / ack / crash / resubscribe', () => {
     } finally {
       await dir.cleanup();
     }
+  });
+
+  // PostgreSQL reads ahead (several pages while delivered ones wait): the same model over it.
+  const pgRuns = Math.max(1, Math.round(runs / 4));
+  it(`PostgreSQL store (${pgRuns} runs, pages read ahead)`, { skip: pg.skip }, async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.array(opArb, { maxLength: 30 }), async (ops) => {
+        const store = await pg.openSharedStore();
+        try {
+          await runModel(store, ops);
+        } finally {
+          await store.close();
+        }
+      }),
+      { numRuns: pgRuns, verbose: 1 },
+    );
   });
 });
