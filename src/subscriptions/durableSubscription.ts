@@ -338,6 +338,7 @@ export class DurableSubscription implements Subscription {
       .finally(() => (this.readingAhead = false));
   }
 
+  /** The page `readPage` took from those read ahead is delivered (or parked): its room no longer counts as read ahead. */
   private releaseTaken(): void {
     this.aheadRoom -= this.taken;
     this.taken = 0;

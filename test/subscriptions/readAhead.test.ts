@@ -11,10 +11,16 @@ import type { SubscriptionSource } from '../../src/subscriptions/subscriptionSou
 import { SubscriptionService } from '../../src/subscriptions/subscriptionService.js';
 import { until } from '../support/until.js';
 
-/** A memory store's log behind a source that reads ahead, answers each page after `latencyMs`, and records the reads. */
-function slowSource(latencyMs: number) {
+/**
+ * A memory store's log behind a source that reads ahead, answers each page after `latencyMs`, and
+ * records the reads. At each read it also notes when the events read or being read beyond `acked`
+ * (the test's acknowledged position, moved before each ack) would exceed `maxInFlight`.
+ */
+function slowSource(latencyMs: number, maxInFlight: number) {
   const store = createMemoryStore();
   const reads: { after: number; limit: number; got: number }[] = [];
+  const ack = { position: 0 };
+  const overReads: string[] = [];
   const source: SubscriptionSource = {
     readAhead: true,
     readAll: (o) => store.readAll(o),
@@ -23,6 +29,10 @@ function slowSource(latencyMs: number) {
     async readPage(after: number, filter: EventFilter, limit: number): Promise<RecordedEvent[]> {
       const read = { after, limit, got: -1 };
       reads.push(read);
+      // Every read so far: its events if answered, else all it may return; none is dropped in this test.
+      const held = reads.reduce((n, r) => n + (r.got >= 0 ? r.got : r.limit), 0) - ack.position;
+      if (held > maxInFlight)
+        overReads.push(`read after ${after}: ${held} events beyond the ack at ${ack.position}`);
       await delay(latencyMs);
       const page: RecordedEvent[] = [];
       for await (const e of store.readAll({ after, filter, limit })) page.push(e);
@@ -30,12 +40,12 @@ function slowSource(latencyMs: number) {
       return page;
     },
   };
-  return { store, source, reads };
+  return { store, source, reads, ack, overReads };
 }
 
 describe('subscription read-ahead (a source whose reads wait on I/O)', () => {
   it('reads the following pages while delivered events wait, never more than maxInFlight ahead of the cursor, and delivers each event once in order', async () => {
-    const { store, source, reads } = slowSource(2);
+    const { store, source, reads, ack, overReads } = slowSource(2, 45);
     const service = new SubscriptionService(source, new MemorySubscriptionState());
     try {
       for (let i = 0; i < 20; i++) {
@@ -68,17 +78,24 @@ describe('subscription read-ahead (a source whose reads wait on I/O)', () => {
       assert.ok(fetched >= 40, `read only ${fetched} events ahead`);
 
       const positions = first.value.events.map((e) => e.position);
+      ack.position = 10;
       await sub.ack(10);
       while (positions.length < 200) {
         const m = await it.next();
         assert.ok(!m.done);
         if (m.value.kind !== 'events') continue;
         positions.push(...m.value.events.map((e) => e.position));
-        await sub.ack(positions[positions.length - 1]!);
+        ack.position = positions[positions.length - 1]!;
+        await sub.ack(ack.position);
       }
       assert.deepEqual(
         positions,
         Array.from({ length: 200 }, (_, i) => i + 1),
+      );
+      assert.deepEqual(
+        overReads,
+        [],
+        'never more than maxInFlight events read beyond the acknowledged position',
       );
       await sub.close();
     } finally {
