@@ -65,13 +65,16 @@ export function jsonProblem(
 /**
  * True exactly when `jsonProblem(value)` is `null`, without building paths or sets: the check every
  * appended event's data and metadata go through. Call `jsonProblem` for the reason when it is false.
+ * It allocates nothing for a flat object or array (the stack of enclosing containers, for the cycle
+ * check, is made at the first nested one): 2026-12-03, ad hoc, 16 single-event callers spent about
+ * 0.5 µs an event in the walk that made it for every value.
  */
 export function isPlainJson(value: unknown): boolean {
-  return plain(value, []);
+  return typeof value === 'object' && value !== null ? plainContainer(value, null) : plainLeaf(value);
 }
 
-/** `ancestors`: the objects and arrays enclosing `value` (cycle check; its length is the depth). */
-function plain(value: unknown, ancestors: object[]): boolean {
+/** A value that is not an object (or is null): plain when a string, a boolean, null or a finite number. */
+function plainLeaf(value: unknown): boolean {
   switch (typeof value) {
     case 'string':
     case 'boolean':
@@ -79,22 +82,45 @@ function plain(value: unknown, ancestors: object[]): boolean {
     case 'number':
       return Number.isFinite(value);
     case 'object':
-      break;
+      return value === null;
     default:
       return false;
   }
-  if (value === null) return true;
-  if (ancestors.length >= MAX_JSON_DEPTH || ancestors.includes(value)) return false;
-  ancestors.push(value);
+}
+
+/**
+ * An array or object. `ancestors`: the containers enclosing it, outermost first (its length is the
+ * depth), or `null` for the outermost one; its children get it with `value` pushed.
+ */
+function plainContainer(value: object, ancestors: object[] | null): boolean {
+  if (ancestors !== null && (ancestors.length >= MAX_JSON_DEPTH || ancestors.includes(value))) return false;
+  let inner: object[] | null = null;
   if (Array.isArray(value)) {
-    for (let i = 0; i < value.length; i++) if (!plain(value[i] as unknown, ancestors)) return false;
+    for (let i = 0; i < value.length; i++) {
+      const v: unknown = value[i];
+      if (typeof v !== 'object' || v === null) {
+        if (!plainLeaf(v)) return false;
+        continue;
+      }
+      if (inner === null) (inner = ancestors ?? []).push(value);
+      if (!plainContainer(v, inner)) return false;
+    }
   } else {
     const proto = Object.getPrototypeOf(value) as unknown;
     if (proto !== Object.prototype && proto !== null) return false;
     const obj = value as Record<string, unknown>;
-    for (const k in obj) if (Object.hasOwn(obj, k) && !plain(obj[k], ancestors)) return false;
+    for (const k in obj) {
+      if (!Object.hasOwn(obj, k)) continue;
+      const v = obj[k];
+      if (typeof v !== 'object' || v === null) {
+        if (!plainLeaf(v)) return false;
+        continue;
+      }
+      if (inner === null) (inner = ancestors ?? []).push(value);
+      if (!plainContainer(v, inner)) return false;
+    }
   }
-  ancestors.pop();
+  inner?.pop();
   return true;
 }
 

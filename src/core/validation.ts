@@ -2,7 +2,7 @@ import { InvalidInputError, TooLargeError } from './errors.js';
 import type { NewEvent } from './event.js';
 import { canonicalJson, isPlainJson, jsonProblem, type JsonObject, type JsonValue } from './json.js';
 import { MAX_CONSUMER_NAME_LENGTH, MAX_STREAM_LENGTH, MAX_TYPE_LENGTH, type StoreLimits } from './limits.js';
-import { isUuid, uuidv7 } from './uuid.js';
+import { normalizeUuid, uuidv7 } from './uuid.js';
 
 /** An event that passed validation, with its JSON text computed once for storage and comparison. */
 export interface PreparedEvent {
@@ -143,9 +143,11 @@ export function prepareAppend(stream: unknown, events: unknown, limits: StoreLim
     const rawId = e.id;
     let id: string;
     if (rawId === undefined) id = uuidv7();
-    else if (typeof rawId !== 'string' || !isUuid(rawId))
-      throw new InvalidInputError(`events[${i}].id`, 'must be a UUID');
-    else id = isLowerCase(rawId) ? rawId : rawId.toLowerCase();
+    else {
+      const normal = typeof rawId === 'string' ? normalizeUuid(rawId) : null;
+      if (normal === null) throw new InvalidInputError(`events[${i}].id`, 'must be a UUID');
+      id = normal;
+    }
     if (ids !== null) {
       if (ids.has(id)) throw new InvalidInputError(`events[${i}].id`, 'appears twice in the same append');
       ids.add(id);
@@ -170,15 +172,6 @@ export function prepareAppend(stream: unknown, events: unknown, limits: StoreLim
     out.push(new Prepared(id, type, data, metadata, dataJson, metadataJson));
   }
   return out;
-}
-
-/** True when `s` has no ASCII capital letter (a UUID's only characters that lower-casing changes). */
-function isLowerCase(s: string): boolean {
-  for (let i = 0; i < s.length; i++) {
-    const c = s.charCodeAt(i);
-    if (c >= 65 && c <= 90) return false;
-  }
-  return true;
 }
 
 /** The text that decides whether a re-appended id carries "the same content". */

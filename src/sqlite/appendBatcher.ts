@@ -83,8 +83,8 @@ export class AppendBatcher {
   private queue: PendingAppend[] = [];
   private writes: PendingWrite[] = [];
   private scheduled = false;
-  private idle: Promise<void> = Promise.resolve();
-  private markIdle: (() => void) | null = null;
+  /** `drain()` callers, resolved once nothing is queued (a promise per drain, not per group). */
+  private idleWaiters: (() => void)[] = [];
   private readonly headStmt: Database.Statement;
   private readonly versionStmt: Database.Statement;
   private readonly insertRows: RowInserter;
@@ -155,26 +155,33 @@ export class AppendBatcher {
   private schedule(): void {
     if (this.scheduled) return;
     this.scheduled = true;
-    this.idle = new Promise((r) => (this.markIdle = r));
     setImmediate(() => this.flush());
   }
 
   /** Resolves once every queued append has been committed or rejected. */
   drain(): Promise<void> {
-    return this.idle;
+    if (!this.scheduled) return Promise.resolve();
+    return new Promise((resolve) => this.idleWaiters.push(resolve));
+  }
+
+  /** The appends of the next group: the whole queue, or as much of it as `MAX_EVENTS_PER_COMMIT` lets in. */
+  private takeGroup(): PendingAppend[] {
+    const queue = this.queue;
+    let events = 0;
+    let n = 0;
+    while (n < queue.length && (n === 0 || events + queue[n]!.events.length <= MAX_EVENTS_PER_COMMIT)) {
+      events += queue[n]!.events.length;
+      n++;
+    }
+    if (n === queue.length) {
+      this.queue = [];
+      return queue;
+    }
+    return queue.splice(0, n);
   }
 
   private flush(): void {
-    const batch: PendingAppend[] = [];
-    let events = 0;
-    while (
-      this.queue.length > 0 &&
-      (batch.length === 0 || events + this.queue[0]!.events.length <= MAX_EVENTS_PER_COMMIT)
-    ) {
-      const next = this.queue.shift()!;
-      batch.push(next);
-      events += next.events.length;
-    }
+    const batch = this.takeGroup();
     const writes = this.writes;
     this.writes = [];
     const { outcomes, writeOutcomes } = this.commit(batch, writes);
@@ -182,7 +189,11 @@ export class AppendBatcher {
       setImmediate(() => this.flush());
     } else {
       this.scheduled = false;
-      this.markIdle?.();
+      if (this.idleWaiters.length > 0) {
+        const waiters = this.idleWaiters;
+        this.idleWaiters = [];
+        for (const resolve of waiters) resolve();
+      }
     }
     for (let i = 0; i < batch.length; i++) {
       const o = outcomes[i]!;
