@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto';
+import { randomFillSync } from 'node:crypto';
 
 /** A UUID in lower case (the form idem stores), and one in any case. */
 const LOWER_UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
@@ -23,10 +23,22 @@ export function normalizeUuid(value: string): string | null {
 let lastMs = 0;
 let seq = 0;
 
+const HEX_DIGITS = Buffer.from('0123456789abcdef', 'latin1');
+/** The id being written: the dashes and the version digit stay, the rest is overwritten per id. */
+const text = Buffer.from('00000000-0000-7000-8000-000000000000', 'latin1');
+/** Random bytes, 8 taken per id and refilled all at once: one call into the CSPRNG per 512 ids. */
+const random = Buffer.alloc(4096);
+let randomAt = random.length;
+
 /**
  * A UUIDv7 (RFC 9562): 48-bit Unix milliseconds, then a 12-bit counter in rand_a so ids made in the
- * same millisecond by this process still sort in creation order, then 62 random bits (taken from
- * `randomUUID`, whose entropy is buffered and so much cheaper per call than `randomBytes`).
+ * same millisecond by this process still sort in creation order, then the variant and 62 random bits
+ * (from `randomFillSync`, buffered).
+ *
+ * Written byte by byte into a buffer and read back as one string: about 0.15 µs an id where putting
+ * it together from slices of `randomUUID()` took 0.8 to 1.4, and the string comes out flat, so that
+ * checking it or binding it to SQLite later does not first copy the pieces together (2026-12-03, ad
+ * hoc, 10,000 ids: a later check 0.13 µs against 0.3).
  */
 export function uuidv7(now: number = Date.now()): string {
   if (now <= lastMs) {
@@ -40,7 +52,42 @@ export function uuidv7(now: number = Date.now()): string {
     lastMs = now;
     seq = 0;
   }
-  const ts = now.toString(16).padStart(12, '0');
-  // randomUUID() is a v4: its last 17 characters carry the RFC variant bits and 62 random bits.
-  return `${ts.slice(0, 8)}-${ts.slice(8, 12)}-7${seq.toString(16).padStart(3, '0')}-${randomUUID().slice(19)}`;
+  const hex = HEX_DIGITS;
+  const t = text;
+  // 48 bits do not fit JavaScript's 32-bit bit operations: two halves of 24 bits.
+  const high = Math.floor(now / 0x1000000);
+  const low = now - high * 0x1000000;
+  t[0] = hex[(high >>> 20) & 15]!;
+  t[1] = hex[(high >>> 16) & 15]!;
+  t[2] = hex[(high >>> 12) & 15]!;
+  t[3] = hex[(high >>> 8) & 15]!;
+  t[4] = hex[(high >>> 4) & 15]!;
+  t[5] = hex[high & 15]!;
+  t[6] = hex[(low >>> 20) & 15]!;
+  t[7] = hex[(low >>> 16) & 15]!;
+  t[9] = hex[(low >>> 12) & 15]!;
+  t[10] = hex[(low >>> 8) & 15]!;
+  t[11] = hex[(low >>> 4) & 15]!;
+  t[12] = hex[low & 15]!;
+  t[15] = hex[(seq >>> 8) & 15]!;
+  t[16] = hex[(seq >>> 4) & 15]!;
+  t[17] = hex[seq & 15]!;
+  if (randomAt + 8 > random.length) {
+    randomFillSync(random);
+    randomAt = 0;
+  }
+  // The variant (binary 10) and 2 random bits, then 60 more: 7 bytes as 14 hex digits at 20-22, 24-35.
+  const first = random[randomAt]!;
+  t[19] = hex[8 | ((first >>> 4) & 3)]!;
+  t[20] = hex[first & 15]!;
+  let at = 21;
+  for (let k = 1; k < 8; k++) {
+    const b = random[randomAt + k]!;
+    if (at === 23) at = 24;
+    t[at++] = hex[b >>> 4]!;
+    if (at === 23) at = 24;
+    t[at++] = hex[b & 15]!;
+  }
+  randomAt += 8;
+  return t.toString('latin1', 0, 36);
 }

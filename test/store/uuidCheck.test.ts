@@ -59,4 +59,33 @@ describe('UUID check of appended ids', () => {
       agree(bad);
     assert.equal(normalizeUuid(`${v4.slice(0, 35)}\n`), null);
   });
+
+  it('uuidv7: version 7, RFC variant, the millisecond in the first 48 bits, creation order within a millisecond and past 4,096 ids in one', () => {
+    const now = Date.UTC(2026, 11, 3, 10, 0, 0, 123) + 10_000_000; // later than any id made so far in this process
+    const ids = Array.from({ length: 5000 }, () => uuidv7(now));
+    for (const id of ids) {
+      assert.equal(normalizeUuid(id), id, id);
+      assert.equal(id[14], '7', `version of ${id}`);
+      assert.match(id[19]!, /[89ab]/, `variant of ${id}`);
+    }
+    assert.equal(parseInt(ids[0]!.slice(0, 8) + ids[0]!.slice(9, 13), 16), now);
+    // 4,096 ids fit the 12-bit counter of one millisecond; the next ones borrow the following millisecond.
+    assert.equal(parseInt(ids[4095]!.slice(0, 8) + ids[4095]!.slice(9, 13), 16), now);
+    assert.equal(parseInt(ids[4096]!.slice(0, 8) + ids[4096]!.slice(9, 13), 16), now + 1);
+    assert.deepEqual([...ids].sort(), ids, 'ids sort in creation order');
+    assert.equal(new Set(ids).size, ids.length);
+    // A clock that goes back does not make an id that sorts before the last one.
+    const earlier = uuidv7(now - 5000);
+    assert.ok(earlier > ids[ids.length - 1]!, `${earlier} sorts after ${ids[ids.length - 1]}`);
+  });
+
+  it('uuidv7: the 62 random bits vary (each of the 16 hex digits appears at every random place)', () => {
+    const ids = Array.from({ length: 4000 }, () => uuidv7());
+    for (const place of [20, 21, 22, 24, 30, 35]) {
+      const seen = new Set(ids.map((id) => id[place]));
+      assert.equal(seen.size, 16, `place ${place}: ${[...seen].sort().join('')}`);
+    }
+    const variants = new Set(ids.map((id) => id[19]));
+    assert.deepEqual([...variants].sort(), ['8', '9', 'a', 'b']);
+  });
 });
