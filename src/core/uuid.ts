@@ -54,29 +54,19 @@ export function uuidv7(now: number = Date.now()): string {
   }
   const hex = HEX_DIGITS;
   const t = text;
-  // 48 bits do not fit JavaScript's 32-bit bit operations: two halves of 24 bits.
-  const high = Math.floor(now / 0x1000000);
-  const low = now - high * 0x1000000;
-  t[0] = hex[(high >>> 20) & 15]!;
-  t[1] = hex[(high >>> 16) & 15]!;
-  t[2] = hex[(high >>> 12) & 15]!;
-  t[3] = hex[(high >>> 8) & 15]!;
-  t[4] = hex[(high >>> 4) & 15]!;
-  t[5] = hex[high & 15]!;
-  t[6] = hex[(low >>> 20) & 15]!;
-  t[7] = hex[(low >>> 16) & 15]!;
-  t[9] = hex[(low >>> 12) & 15]!;
-  t[10] = hex[(low >>> 8) & 15]!;
-  t[11] = hex[(low >>> 4) & 15]!;
-  t[12] = hex[low & 15]!;
-  t[15] = hex[(seq >>> 8) & 15]!;
-  t[16] = hex[(seq >>> 4) & 15]!;
-  t[17] = hex[seq & 15]!;
+  // 48 bits do not fit JavaScript's 32-bit bit operations: two halves of 24 bits, 6 digits each,
+  // written from the last digit back (the dash at 8 skipped).
+  let high = Math.floor(now / 0x1000000);
+  let low = now - high * 0x1000000;
+  for (let i = 12; i >= 9; i--, low >>>= 4) t[i] = hex[low & 15]!;
+  for (let i = 7; i >= 6; i--, low >>>= 4) t[i] = hex[low & 15]!;
+  for (let i = 5; i >= 0; i--, high >>>= 4) t[i] = hex[high & 15]!;
+  for (let i = 17, s = seq; i >= 15; i--, s >>>= 4) t[i] = hex[s & 15]!;
   if (randomAt + 8 > random.length) {
     randomFillSync(random);
     randomAt = 0;
   }
-  // The variant (binary 10) and 2 random bits, then 60 more: 7 bytes as 14 hex digits at 20-22, 24-35.
+  // The variant (binary 10) and 2 random bits at 19, 4 at 20, then 7 bytes as 14 digits at 21-22, 24-35.
   const first = random[randomAt]!;
   t[19] = hex[8 | ((first >>> 4) & 3)]!;
   t[20] = hex[first & 15]!;
