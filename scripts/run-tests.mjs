@@ -24,9 +24,20 @@ if (files.length === 0) {
   console.error('no test files matched');
   process.exit(1);
 }
+// A test that hangs fails after this long, with its name, instead of stalling the run (CI's budget
+// is 15 minutes; the slowest suite takes about 40 s).
+const timeoutMs = process.env.IDEM_TEST_TIMEOUT_MS ?? 300_000;
 const child = spawn(
   process.execPath,
-  ['--import', 'tsx', '--test', '--test-reporter=spec', `--test-concurrency=${process.env.IDEM_TEST_CONCURRENCY ?? 2}`, ...files],
+  [
+    '--import',
+    'tsx',
+    '--test',
+    '--test-reporter=spec',
+    `--test-concurrency=${process.env.IDEM_TEST_CONCURRENCY ?? 2}`,
+    `--test-timeout=${timeoutMs}`,
+    ...files,
+  ],
   { stdio: 'inherit' },
 );
 child.on('exit', (code, signal) => process.exit(code ?? (signal ? 1 : 0)));
