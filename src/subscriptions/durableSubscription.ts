@@ -54,8 +54,6 @@ export class DurableSubscription implements Subscription {
   private redeliveredHigh = 0;
   /** Pages read ahead, in log order, each after the last event of the one before (see `readAhead`). */
   private ahead: AheadPage[] = [];
-  /** Events the pages in `ahead` may hold (their limits), counted against `maxInFlight`. */
-  private aheadRoom = 0;
   /** Bumped when the pages read ahead are dropped, so that a chain of reads in progress stops. */
   private aheadGeneration = 0;
   /** True while a chain of reads ahead runs (at most one does). */
@@ -212,9 +210,10 @@ export class DurableSubscription implements Subscription {
       for (;;) {
         if (this.stopped()) return;
         const generation = this.wake.generation;
-        // The first page read ahead is about to be delivered: its share of the room is free to use.
-        const room =
-          maxInFlight - this.outstanding.length - this.redelivered.size - this.aheadRoom + this.nextAheadLimit();
+        // The first page read ahead is about to be delivered: its share of the room is free to use
+        // (asked first: stale pages are dropped, and their room with them).
+        const next = this.nextAheadLimit();
+        const room = maxInFlight - this.outstanding.length - this.redelivered.size - this.aheadRoom() + next;
         if (room > 0) {
           const limit = Math.min(room, batchSize);
           if (this.blocked.size > 0 || Date.now() >= this.nextRedeliveryCheck) {
@@ -319,14 +318,13 @@ export class DurableSubscription implements Subscription {
       }
       for (;;) {
         if (!this.active || generation !== this.aheadGeneration) return;
-        const room = maxInFlight - this.outstanding.length - this.redelivered.size - this.aheadRoom;
+        const room = maxInFlight - this.outstanding.length - this.redelivered.size - this.aheadRoom();
         if (room <= 0) return;
         const limit = Math.min(room, batchSize);
         const entry: AheadPage = { after, limit, page: this.fetchPage(after, filter, limit) };
         // Consumed (and its error thrown) by `readPage`; dropped unseen if the subscription ends first.
         entry.page.catch(() => undefined);
         this.ahead.push(entry);
-        this.aheadRoom += entry.limit;
         const page = await entry.page;
         // A page that is not full reached the head: live reads are not read ahead.
         if (page.length < entry.limit) return;
@@ -338,9 +336,18 @@ export class DurableSubscription implements Subscription {
       .finally(() => (this.readingAhead = false));
   }
 
+  /**
+   * Events the pages read ahead may hold (their limits), with the one `readPage` took and the run
+   * loop has not delivered yet: counted against `maxInFlight`.
+   */
+  private aheadRoom(): number {
+    let room = this.taken;
+    for (const entry of this.ahead) room += entry.limit;
+    return room;
+  }
+
   /** The page `readPage` took from those read ahead is delivered (or parked): its room no longer counts as read ahead. */
   private releaseTaken(): void {
-    this.aheadRoom -= this.taken;
     this.taken = 0;
   }
 
@@ -356,7 +363,6 @@ export class DurableSubscription implements Subscription {
   /** Forgets the pages read ahead (their reads finish unseen) and stops a chain of reads in progress. */
   private dropAhead(): void {
     if (this.ahead.length === 0 && !this.readingAhead) return;
-    for (const entry of this.ahead) this.aheadRoom -= entry.limit;
     this.ahead = [];
     this.aheadGeneration++;
   }
