@@ -12,8 +12,8 @@ import { tempDir } from '../support/tempDir.js';
 
 const HOLD_MS = 300;
 
-/** Another thread takes the write lock of `file` (BEGIN IMMEDIATE), holds it HOLD_MS, then commits. */
-async function holdWriteLock(file: string): Promise<{ released: Promise<number> }> {
+/** Another thread takes the write lock of `file` (BEGIN IMMEDIATE), holds it `holdMs`, then commits. */
+async function holdWriteLock(file: string, holdMs = HOLD_MS): Promise<{ released: Promise<number> }> {
   const worker = new Worker(
     `const Database = require('better-sqlite3');
      const { parentPort, workerData } = require('node:worker_threads');
@@ -21,7 +21,7 @@ async function holdWriteLock(file: string): Promise<{ released: Promise<number> 
      db.exec('BEGIN IMMEDIATE');
      parentPort.postMessage('locked');
      setTimeout(() => { db.exec('COMMIT'); db.close(); parentPort.postMessage(Date.now()); }, workerData.holdMs);`,
-    { eval: true, workerData: { file, holdMs: HOLD_MS } },
+    { eval: true, workerData: { file, holdMs } },
   );
   const messages: unknown[] = [];
   let wake: () => void = () => undefined;
@@ -120,6 +120,44 @@ describe('SQLite: opening a file whose write lock another connection holds', () 
         await assert.rejects(openSqliteStore({ path: file, busyTimeoutMs: 50 }), { code: 'SQLITE_BUSY' });
       } finally {
         await lock.released;
+      }
+    } finally {
+      await dir.cleanup();
+    }
+  });
+
+  it('a store and a target already at their latest schema open without the write lock, and read', async () => {
+    const dir = tempDir();
+    try {
+      const storeFile = dir.file('current.db');
+      const targetFile = dir.file('current-target.db');
+      const first = await openSqliteStore({ path: storeFile });
+      await first.append('s-1', [{ type: 't', data: { n: 1 } }]);
+      await first.close();
+      const firstTarget = sqliteTarget(targetFile);
+      await firstTarget.ledgerSize('c_v1'); // the target makes its schema on first use
+      await firstTarget.close();
+      // Held far longer than the busy timeouts below: a process frozen inside a write transaction.
+      const storeLock = await holdWriteLock(storeFile, 2_000);
+      const targetLock = await holdWriteLock(targetFile, 2_000);
+      try {
+        const store = await openSqliteStore({ path: storeFile, busyTimeoutMs: 50 });
+        const target = sqliteTarget(targetFile, { busyTimeoutMs: 50 });
+        try {
+          assert.equal(await store.headPosition(), 1);
+          assert.equal(await target.ledgerSize('c_v1'), 0);
+        } finally {
+          await target.close();
+          await store.close();
+        }
+        const openedBy = Date.now();
+        assert.ok(
+          openedBy < (await storeLock.released),
+          'opened and read while the other connection held the lock',
+        );
+      } finally {
+        await storeLock.released;
+        await targetLock.released;
       }
     } finally {
       await dir.cleanup();
