@@ -3,6 +3,7 @@
  * process takes over (higher epoch); the old owner is resumed with SIGCONT. Its acks and commits must be
  * fenced, and the shared target must hold every event exactly once, in entity order.
  */
+import Database from 'better-sqlite3';
 import type { ConsumerChildConfig } from '../children/consumerChild.js';
 import { Child, ScriptRunner, delay, until } from '../processes.js';
 import { openSetup, type Backend } from '../stores.js';
@@ -11,6 +12,28 @@ import { emptyBody, type Scenario, type ScenarioBody, type ScenarioContext } fro
 const FILTER = { categories: ['ledger'] };
 const CONSUMER = 'ledger_faults_v1';
 const LEASE_TTL_MS = 600;
+/** How long a probe waits for a SQLite file's write lock (a commit of the live processes takes milliseconds). */
+const LOCK_PROBE_MS = 1_000;
+
+/**
+ * True when another process holds `file`'s write lock for longer than `LOCK_PROBE_MS`. A process
+ * frozen inside a SQLite write transaction keeps that lock: until it resumes no other process can
+ * write the file, so no standby can take over (SQLite has one writer per file; PostgreSQL has no
+ * such lock).
+ */
+function writeLocked(file: string): boolean {
+  const db = new Database(file, { timeout: LOCK_PROBE_MS });
+  try {
+    db.exec('BEGIN IMMEDIATE');
+    db.exec('ROLLBACK');
+    return false;
+  } catch (err) {
+    if ((err as { code?: string }).code === 'SQLITE_BUSY') return true;
+    throw err;
+  } finally {
+    db.close();
+  }
+}
 
 export function splitBrainScenario(backend: Backend): Scenario {
   const label = backend === 'sqlite' ? 'SQLite' : 'PostgreSQL';
@@ -62,6 +85,7 @@ async function run(ctx: ScenarioContext, backend: Backend): Promise<ScenarioBody
   let appending = true;
   let appended = 0;
   let fencedOwners = 0;
+  let refrozen = 0;
   try {
     const appendLoop = (async () => {
       const ar = r.fork('appends');
@@ -79,6 +103,17 @@ async function run(ctx: ScenarioContext, backend: Backend): Promise<ScenarioBody
       await delay(r.int(200, 800));
       owner.child.signal('SIGSTOP');
       ctx.log(`round ${round + 1}: SIGSTOP pid ${owner.child.pid}`);
+      // Frozen inside a write transaction of the SQLite store or target, the owner would lock every
+      // other process out of that file: resume it and freeze it again at another moment.
+      const files = [setup.storeConfig, setup.targetConfig].flatMap((c) => (c.kind === 'sqlite' ? [c.path] : []));
+      for (let tries = 1; files.some(writeLocked); tries++) {
+        if (tries > 20) throw new Error('the frozen owner held a SQLite write lock 20 times in a row');
+        owner.child.signal('SIGCONT');
+        refrozen++;
+        await delay(r.int(5, 50));
+        owner.child.signal('SIGSTOP');
+        ctx.log(`round ${round + 1}: frozen inside a write transaction; SIGCONT, then SIGSTOP again`);
+      }
       await until(() => standby.ready || !standby.child.running, 120_000, 'the standby to take over');
       if (!standby.child.running) throw new Error(`the standby exited: ${standby.child.stderr.slice(-1000)}`);
       // Keep the old owner frozen a little longer while the new one works, then let it run on.
@@ -107,6 +142,7 @@ async function run(ctx: ScenarioContext, backend: Backend): Promise<ScenarioBody
     body.faultCount = rounds;
     body.faults = `${rounds} SIGSTOP > lease, ${fencedOwners} fenced on SIGCONT`;
     body.notes.push(`final epoch ${(await setup.store.consumers.get(CONSUMER)).epoch}`);
+    if (refrozen > 0) body.notes.push(`${refrozen} freezes inside a SQLite write transaction, resumed and frozen again`);
     if (fencedOwners !== rounds) body.error = `only ${fencedOwners} of ${rounds} resumed owners reported fenced`;
     return body;
   } finally {
