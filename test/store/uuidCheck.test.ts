@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
-import { isUuid, normalizeUuid, uuidv7 } from '../../src/core/uuid.js';
+import { createUuidV7Generator, isUuid, normalizeUuid, uuidv7 } from '../../src/core/uuid.js';
 
 const HEX = '0123456789abcdefABCDEF';
 
@@ -17,6 +17,11 @@ function reference(s: string): boolean {
     }
   }
   return true;
+}
+
+/** The Unix millisecond in an id's first 48 bits. */
+function millisecondOf(id: string): number {
+  return parseInt(id.slice(0, 8) + id.slice(9, 13), 16);
 }
 
 function agree(s: string): void {
@@ -61,22 +66,38 @@ describe('UUID check of appended ids', () => {
   });
 
   it('uuidv7: version 7, RFC variant, the millisecond in the first 48 bits, creation order within a millisecond and past 4,096 ids in one', () => {
-    const now = Date.UTC(2026, 11, 3, 10, 0, 0, 123) + 10_000_000; // later than any id made so far in this process
-    const ids = Array.from({ length: 5000 }, () => uuidv7(now));
+    // A generator of the test's own, on a clock the test sets: nothing depends on when it runs.
+    const now = 1_700_000_000_123;
+    let clock = now;
+    const uuidv7At = createUuidV7Generator({ now: () => clock });
+    const ids = Array.from({ length: 5000 }, () => uuidv7At());
     for (const id of ids) {
       assert.equal(normalizeUuid(id), id, id);
       assert.equal(id[14], '7', `version of ${id}`);
       assert.match(id[19]!, /[89ab]/, `variant of ${id}`);
     }
-    assert.equal(parseInt(ids[0]!.slice(0, 8) + ids[0]!.slice(9, 13), 16), now);
+    assert.equal(millisecondOf(ids[0]!), now);
     // 4,096 ids fit the 12-bit counter of one millisecond; the next ones borrow the following millisecond.
-    assert.equal(parseInt(ids[4095]!.slice(0, 8) + ids[4095]!.slice(9, 13), 16), now);
-    assert.equal(parseInt(ids[4096]!.slice(0, 8) + ids[4096]!.slice(9, 13), 16), now + 1);
+    assert.equal(millisecondOf(ids[4095]!), now);
+    assert.equal(millisecondOf(ids[4096]!), now + 1);
     assert.deepEqual([...ids].sort(), ids, 'ids sort in creation order');
     assert.equal(new Set(ids).size, ids.length);
     // A clock that goes back does not make an id that sorts before the last one.
-    const earlier = uuidv7(now - 5000);
+    clock = now - 5000;
+    const earlier = uuidv7At();
     assert.ok(earlier > ids[ids.length - 1]!, `${earlier} sorts after ${ids[ids.length - 1]}`);
+    // Once the clock passes the last millisecond used, ids carry the clock's millisecond again.
+    clock = now + 10;
+    assert.equal(millisecondOf(uuidv7At()), now + 10);
+  });
+
+  it('uuidv7: the process generator stamps the current millisecond and never goes back', () => {
+    const before = Date.now();
+    const a = uuidv7();
+    const b = uuidv7();
+    const after = Date.now();
+    assert.ok(millisecondOf(a) >= before && millisecondOf(a) <= after + 1, `${a} made between ${before} and ${after}`);
+    assert.ok(b > a, `${b} sorts after ${a}`);
   });
 
   it('uuidv7: the 62 random bits vary (each of the 16 hex digits appears at every random place)', () => {
