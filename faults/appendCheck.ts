@@ -20,13 +20,25 @@ export interface AppenderResult {
 }
 
 /** Appends to its own streams `<prefix>-0..4` until `stop()`, retrying each append with the same ids until it is answered. */
-export async function retryingAppender(store: EventStore, prefix: string, r: Random, stop: () => boolean, retryable: (err: unknown) => boolean): Promise<AppenderResult> {
+export async function retryingAppender(
+  store: EventStore,
+  prefix: string,
+  r: Random,
+  stop: () => boolean,
+  retryable: (err: unknown) => boolean,
+): Promise<AppenderResult> {
   const out: AppenderResult = { acked: [], duplicates: 0, retries: 0, unexpected: [] };
   while (!stop()) {
-    const req: AckedAppend = { stream: `${prefix}-${r.int(0, 4)}`, ids: Array.from({ length: r.int(1, 3) }, () => randomUuid(r)) };
+    const req: AckedAppend = {
+      stream: `${prefix}-${r.int(0, 4)}`,
+      ids: Array.from({ length: r.int(1, 3) }, () => randomUuid(r)),
+    };
     for (let attempt = 0; ; attempt++) {
       try {
-        const res = await store.append(req.stream, req.ids.map((id, i) => ({ id, type: 'fault.appended', data: { i } })));
+        const res = await store.append(
+          req.stream,
+          req.ids.map((id, i) => ({ id, type: 'fault.appended', data: { i } })),
+        );
         if (res.duplicate) out.duplicates++;
         out.acked.push(req);
         break;
@@ -44,7 +56,10 @@ export async function retryingAppender(store: EventStore, prefix: string, r: Ran
 }
 
 /** Lost, doubled and out-of-order of acknowledged appends against the store's content. */
-export async function checkAppends(store: EventStore, results: readonly AppenderResult[]): Promise<{ lost: number; doubled: number; outOfOrder: number; stored: number }> {
+export async function checkAppends(
+  store: EventStore,
+  results: readonly AppenderResult[],
+): Promise<{ lost: number; doubled: number; outOfOrder: number; stored: number }> {
   const events = await readEvents(store);
   const expected = new Set(results.flatMap((r) => r.acked.flatMap((a) => a.ids)));
   const byStream = new Map<string, string[]>();

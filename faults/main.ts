@@ -44,11 +44,24 @@ async function main(argv: string[]): Promise<number> {
     return 2;
   }
   const only = (values.only ?? []).flatMap((o) => o.split(',')).filter((o) => o.length > 0);
-  if (!values.json) console.log(`seed ${seed} (replay with --seed ${seed}), size ${size}, ${new Date().toISOString()}`);
+  if (!values.json)
+    console.log(`seed ${seed} (replay with --seed ${seed}), size ${size}, ${new Date().toISOString()}`);
   const results = await runFaults({ size, seed, only, log: (m) => console.error(`# ${m}`) });
   const failed = results.filter((r) => r.skipped === undefined && !passed(r)).length;
   if (values.json) {
-    console.log(JSON.stringify({ seed, size, date: new Date().toISOString(), results: results.map((r) => ({ ...r, passed: passed(r) })), failed }, null, 2));
+    console.log(
+      JSON.stringify(
+        {
+          seed,
+          size,
+          date: new Date().toISOString(),
+          results: results.map((r) => ({ ...r, passed: passed(r) })),
+          failed,
+        },
+        null,
+        2,
+      ),
+    );
   } else {
     console.log(formatTable(results));
     console.log(formatNotes(results));

@@ -66,7 +66,10 @@ export async function postgresRecord(tx: PoolClient, consumer: string, e: Record
      ON CONFLICT (consumer, event_id) DO UPDATE SET n = fault_applied.n + 1`,
     [consumer, e.id, e.stream, e.version],
   );
-  const r = await tx.query<{ last_version: number }>('SELECT last_version FROM fault_entity WHERE consumer = $1 AND stream = $2', [consumer, e.stream]);
+  const r = await tx.query<{ last_version: number }>(
+    'SELECT last_version FROM fault_entity WHERE consumer = $1 AND stream = $2',
+    [consumer, e.stream],
+  );
   const disorder = e.version === (r.rows[0]?.last_version ?? 0) + 1 ? 0 : 1;
   await tx.query(
     `INSERT INTO fault_entity (consumer, stream, last_version, disorder) VALUES ($1, $2, $3, $4)
@@ -110,15 +113,30 @@ export function countOutput(
   return { lost, doubled, outOfOrder, applied: applied.length };
 }
 
-export function readSqliteOutput(db: Database.Database, consumer: string): { applied: AppliedRow[]; entities: { disorder: number }[] } {
+export function readSqliteOutput(
+  db: Database.Database,
+  consumer: string,
+): { applied: AppliedRow[]; entities: { disorder: number }[] } {
   return {
-    applied: db.prepare('SELECT event_id, stream, version, n FROM fault_applied WHERE consumer = ?').all(consumer) as AppliedRow[],
-    entities: db.prepare('SELECT disorder FROM fault_entity WHERE consumer = ?').all(consumer) as { disorder: number }[],
+    applied: db
+      .prepare('SELECT event_id, stream, version, n FROM fault_applied WHERE consumer = ?')
+      .all(consumer) as AppliedRow[],
+    entities: db.prepare('SELECT disorder FROM fault_entity WHERE consumer = ?').all(consumer) as {
+      disorder: number;
+    }[],
   };
 }
 
-export async function readPostgresOutput(pool: Pool, consumer: string): Promise<{ applied: AppliedRow[]; entities: { disorder: number }[] }> {
-  const a = await pool.query<AppliedRow>('SELECT event_id, stream, version, n FROM fault_applied WHERE consumer = $1', [consumer]);
-  const e = await pool.query<{ disorder: number }>('SELECT disorder FROM fault_entity WHERE consumer = $1', [consumer]);
+export async function readPostgresOutput(
+  pool: Pool,
+  consumer: string,
+): Promise<{ applied: AppliedRow[]; entities: { disorder: number }[] }> {
+  const a = await pool.query<AppliedRow>(
+    'SELECT event_id, stream, version, n FROM fault_applied WHERE consumer = $1',
+    [consumer],
+  );
+  const e = await pool.query<{ disorder: number }>('SELECT disorder FROM fault_entity WHERE consumer = $1', [
+    consumer,
+  ]);
   return { applied: a.rows, entities: e.rows };
 }

@@ -32,7 +32,16 @@ export class ScriptRunner {
     const esbuild = resolve(ROOT, 'node_modules/.bin/esbuild');
     if (process.env.IDEM_FAULTS_NO_BUNDLE !== '1' && existsSync(esbuild)) {
       const out = resolve(this.dir, `${basename(script, '.ts')}.mjs`);
-      const r = spawnSync(esbuild, [script, '--bundle', '--platform=node', '--format=esm', '--target=node20', '--packages=external', `--outfile=${out}`, '--log-level=error']);
+      const r = spawnSync(esbuild, [
+        script,
+        '--bundle',
+        '--platform=node',
+        '--format=esm',
+        '--target=node20',
+        '--packages=external',
+        `--outfile=${out}`,
+        '--log-level=error',
+      ]);
       if (r.status === 0) {
         if (!this.linked) {
           symlinkSync(resolve(ROOT, 'node_modules'), resolve(this.dir, 'node_modules'), 'dir');
@@ -61,7 +70,10 @@ export class Child {
   private readonly listeners = new Set<(line: string) => void>();
 
   constructor(args: string[], env: NodeJS.ProcessEnv = {}) {
-    this.process = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
+    this.process = spawn(process.execPath, args, {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, ...env },
+    });
     this.process.stderr!.on('data', (d: Buffer) => {
       this.stderr = (this.stderr + d.toString()).slice(-8000);
     });
@@ -100,7 +112,11 @@ export class Child {
     return new Promise((resolveLine, reject) => {
       const timer = setTimeout(() => {
         off();
-        reject(new Error(`timed out after ${timeoutMs} ms waiting for ${what} from pid ${this.pid}; stderr: ${this.stderr.slice(-1000)}`));
+        reject(
+          new Error(
+            `timed out after ${timeoutMs} ms waiting for ${what} from pid ${this.pid}; stderr: ${this.stderr.slice(-1000)}`,
+          ),
+        );
       }, timeoutMs);
       const off = this.onLine((line) => {
         if (!pred(line)) return;
@@ -111,7 +127,11 @@ export class Child {
       void this.exited.then((e) => {
         clearTimeout(timer);
         off();
-        reject(new Error(`pid ${this.pid} exited (${e.code ?? e.signal}) before ${what}; stderr: ${this.stderr.slice(-1500)}`));
+        reject(
+          new Error(
+            `pid ${this.pid} exited (${e.code ?? e.signal}) before ${what}; stderr: ${this.stderr.slice(-1500)}`,
+          ),
+        );
       });
     });
   }
@@ -136,7 +156,12 @@ export class Child {
 }
 
 /** Polls `cond` until truthy (no fixed sleeps); rejects after `timeoutMs` naming `what`. */
-export async function until<T>(cond: () => T | Promise<T>, timeoutMs: number, what: string, intervalMs = 20): Promise<NonNullable<T>> {
+export async function until<T>(
+  cond: () => T | Promise<T>,
+  timeoutMs: number,
+  what: string,
+  intervalMs = 20,
+): Promise<NonNullable<T>> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const v = await cond();

@@ -17,12 +17,28 @@ export interface RunOptions {
 
 export async function runFaults(options: RunOptions): Promise<ScenarioResult[]> {
   const log = options.log ?? ((): void => undefined);
-  const picked = SCENARIOS.filter((s) => !options.only || options.only.length === 0 || options.only.some((o) => s.name.includes(o)));
-  if (picked.length === 0) throw new Error(`no scenario matches ${options.only?.join(', ')}; known: ${SCENARIOS.map((s) => s.name).join(', ')}`);
+  const picked = SCENARIOS.filter(
+    (s) => !options.only || options.only.length === 0 || options.only.some((o) => s.name.includes(o)),
+  );
+  if (picked.length === 0)
+    throw new Error(
+      `no scenario matches ${options.only?.join(', ')}; known: ${SCENARIOS.map((s) => s.name).join(', ')}`,
+    );
   const results: ScenarioResult[] = [];
   for (const scenario of picked) {
     const started = Date.now();
-    const base = { name: scenario.name, faults: '', faultCount: 0, events: 0, delivered: 0, duplicates: 0, lost: 0, doubled: 0, outOfOrder: 0, notes: [] };
+    const base = {
+      name: scenario.name,
+      faults: '',
+      faultCount: 0,
+      events: 0,
+      delivered: 0,
+      duplicates: 0,
+      lost: 0,
+      doubled: 0,
+      outOfOrder: 0,
+      notes: [],
+    };
     if (scenario.postgres) {
       const skip = await requireOrSkip('postgres');
       if (skip) {
@@ -35,17 +51,29 @@ export async function runFaults(options: RunOptions): Promise<ScenarioResult[]> 
     log(`${scenario.name}: running`);
     try {
       const random = seededRandom(options.seed).fork(scenario.name);
-      const body = await scenario.run({ size: options.size, seed: options.seed, random, dir, log: (m) => log(`${scenario.name}: ${m}`) });
+      const body = await scenario.run({
+        size: options.size,
+        seed: options.seed,
+        random,
+        dir,
+        log: (m) => log(`${scenario.name}: ${m}`),
+      });
       results.push({ name: scenario.name, ...body, durationMs: Date.now() - started });
     } catch (err) {
       const message = err instanceof Error ? (err.stack ?? err.message) : String(err);
-      results.push({ ...base, error: message.split('\n').slice(0, 4).join(' | '), durationMs: Date.now() - started });
+      results.push({
+        ...base,
+        error: message.split('\n').slice(0, 4).join(' | '),
+        durationMs: Date.now() - started,
+      });
     } finally {
       if (process.env.IDEM_KEEP_TEST_DATA === '1') log(`kept ${dir}`);
       else rmSync(dir, { recursive: true, force: true, maxRetries: 5, retryDelay: 50 });
     }
     const r = results.at(-1)!;
-    log(`${scenario.name}: ${r.error ? 'ERROR' : 'finished'} in ${((Date.now() - started) / 1000).toFixed(1)} s (lost ${r.lost}, doubled ${r.doubled}, out-of-order ${r.outOfOrder})`);
+    log(
+      `${scenario.name}: ${r.error ? 'ERROR' : 'finished'} in ${((Date.now() - started) / 1000).toFixed(1)} s (lost ${r.lost}, doubled ${r.doubled}, out-of-order ${r.outOfOrder})`,
+    );
   }
   return results;
 }

@@ -8,11 +8,19 @@ export interface ServerProcess {
   port: number;
 }
 
-export async function startServerChild(runner: ScriptRunner, config: ServerChildConfig, timeoutMs = 120_000): Promise<ServerProcess> {
+export async function startServerChild(
+  runner: ScriptRunner,
+  config: ServerChildConfig,
+  timeoutMs = 120_000,
+): Promise<ServerProcess> {
   for (let attempt = 1; ; attempt++) {
     const child = new Child([...runner.command('server'), JSON.stringify(config)]);
     try {
-      const line = await child.waitForLine((l) => l.startsWith('listening '), timeoutMs, 'the server to listen');
+      const line = await child.waitForLine(
+        (l) => l.startsWith('listening '),
+        timeoutMs,
+        'the server to listen',
+      );
       const url = line.slice('listening '.length);
       return { child, url, port: Number(new URL(url).port) };
     } catch (err) {

@@ -28,7 +28,9 @@ export interface ScenarioResult {
 }
 
 export function passed(r: ScenarioResult): boolean {
-  return r.skipped === undefined && r.error === undefined && r.lost === 0 && r.doubled === 0 && r.outOfOrder === 0;
+  return (
+    r.skipped === undefined && r.error === undefined && r.lost === 0 && r.doubled === 0 && r.outOfOrder === 0
+  );
 }
 
 export interface ScenarioContext {
@@ -54,5 +56,15 @@ export interface Scenario {
 
 /** Counts shared by scenarios; every field starts at 0. */
 export function emptyBody(): ScenarioBody {
-  return { faults: '', faultCount: 0, events: 0, delivered: 0, duplicates: 0, lost: 0, doubled: 0, outOfOrder: 0, notes: [] };
+  return {
+    faults: '',
+    faultCount: 0,
+    events: 0,
+    delivered: 0,
+    duplicates: 0,
+    lost: 0,
+    doubled: 0,
+    outOfOrder: 0,
+    notes: [],
+  };
 }

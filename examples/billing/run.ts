@@ -21,13 +21,19 @@ async function appendInvoices(store: EventStore): Promise<{ issued: number; paid
   for (let i = 1; i <= INVOICES; i++) {
     const invoiceId = `inv-${i}`;
     const amount = 100 + (i % 50);
-    const events: NewEvent[] = [{ type: 'invoice.issued', data: { invoiceId, customer: `customer-${i % 17}`, amount } }];
+    const events: NewEvent[] = [
+      { type: 'invoice.issued', data: { invoiceId, customer: `customer-${i % 17}`, amount } },
+    ];
     issued += amount;
     if (i % 3 === 0) {
       const half = Math.floor(amount / 2);
       events.push(
         { type: 'invoice.paid', data: { invoiceId, amount: half }, metadata: { commandId: `pay-${i}-1` } },
-        { type: 'invoice.paid', data: { invoiceId, amount: amount - half }, metadata: { commandId: `pay-${i}-2` } },
+        {
+          type: 'invoice.paid',
+          data: { invoiceId, amount: amount - half },
+          metadata: { commandId: `pay-${i}-2` },
+        },
       );
       paid += amount;
     }
@@ -40,7 +46,12 @@ async function appendInvoices(store: EventStore): Promise<{ issued: number; paid
   return { issued, paid };
 }
 
-async function runTwice(label: string, make: () => Consumer, store: EventStore, name: string): Promise<string> {
+async function runTwice(
+  label: string,
+  make: () => Consumer,
+  store: EventStore,
+  name: string,
+): Promise<string> {
   const first = make();
   await first.start();
   await first.whenCaughtUp();
@@ -56,8 +67,13 @@ async function runTwice(label: string, make: () => Consumer, store: EventStore, 
   return `${label}: first run processed ${a.processed} of ${a.delivered} delivered; redelivery processed ${b.processed}, skipped ${b.duplicates} duplicates`;
 }
 
-function check(label: string, totals: { issued: number; paid: number; paidInvoices: number }, want: { issued: number; paid: number }): boolean {
-  const ok = totals.issued === want.issued && totals.paid === want.paid && totals.paidInvoices === INVOICES / 3;
+function check(
+  label: string,
+  totals: { issued: number; paid: number; paidInvoices: number },
+  want: { issued: number; paid: number },
+): boolean {
+  const ok =
+    totals.issued === want.issued && totals.paid === want.paid && totals.paidInvoices === INVOICES / 3;
   console.log(
     `${label}: invoices=${INVOICES} issued=${totals.issued} paid=${totals.paid} fully_paid=${totals.paidInvoices} ` +
       `(expected issued=${want.issued} paid=${want.paid} fully_paid=${INVOICES / 3}) ${ok ? 'OK' : 'WRONG'}`,
@@ -79,10 +95,19 @@ try {
     const target = sqliteTarget(db);
     const handle = sqliteBilling(db);
     const make = (): Consumer =>
-      createConsumer({ name: 'billing_v2', source: store, filter: BILLING_FILTER, target, guard: 'event-id', handle });
+      createConsumer({
+        name: 'billing_v2',
+        source: store,
+        filter: BILLING_FILTER,
+        target,
+        guard: 'event-id',
+        handle,
+      });
     console.log(await runTwice('sqlite', make, store, 'billing_v2'));
     const t = db
-      .prepare(`SELECT sum(amount) AS issued, sum(paid) AS paid, sum(status = 'paid') AS paidInvoices FROM invoice_status`)
+      .prepare(
+        `SELECT sum(amount) AS issued, sum(paid) AS paid, sum(status = 'paid') AS paidInvoices FROM invoice_status`,
+      )
       .get() as { issued: number; paid: number; paidInvoices: number };
     ok = check('sqlite', t, want) && ok;
     console.log(`sqlite: ledger rows=${await target.ledgerSize('billing_v2')}`);
@@ -99,14 +124,22 @@ try {
         await pool.query(POSTGRES_SCHEMA);
         const pgTarget = postgresTarget(pool, { schema });
         const makePg = (): Consumer =>
-          createConsumer({ name: 'billing_v2_pg', source: store, filter: BILLING_FILTER, target: pgTarget, handle: postgresBilling });
+          createConsumer({
+            name: 'billing_v2_pg',
+            source: store,
+            filter: BILLING_FILTER,
+            target: pgTarget,
+            handle: postgresBilling,
+          });
         console.log(await runTwice('postgres', makePg, store, 'billing_v2_pg'));
         const r = await pool.query<{ issued: number; paid: number; paidinvoices: number }>(
           `SELECT sum(amount)::int AS issued, sum(paid)::int AS paid, count(*) FILTER (WHERE status = 'paid')::int AS paidInvoices
            FROM ${schema}.invoice_status`,
         );
         const row = r.rows[0]!;
-        ok = check('postgres', { issued: row.issued, paid: row.paid, paidInvoices: row.paidinvoices }, want) && ok;
+        ok =
+          check('postgres', { issued: row.issued, paid: row.paid, paidInvoices: row.paidinvoices }, want) &&
+          ok;
       } finally {
         await pool.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`).catch(() => undefined);
         await pool.end();

@@ -20,7 +20,8 @@ import { createPostgresOutput, createSqliteOutput, postgresRecord, sqliteRecorde
 export type KillPoint = 'handler' | 'after-commit' | 'during-ack';
 
 export interface ConsumerChildConfig {
-  store: { kind: 'sqlite'; path: string } | { kind: 'postgres'; url: string } | { kind: 'remote'; url: string };
+  store:
+    { kind: 'sqlite'; path: string } | { kind: 'postgres'; url: string } | { kind: 'remote'; url: string };
   target: { kind: 'sqlite'; path: string } | { kind: 'postgres'; url: string };
   consumer: string;
   filter?: EventFilter;

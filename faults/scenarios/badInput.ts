@@ -14,12 +14,30 @@ import { emptyBody, type Scenario, type ScenarioBody, type ScenarioContext } fro
 
 export const badInputScenario: Scenario = {
   name: 'bad-input-fuzz',
-  proves: 'fuzzed HTTP requests and WebSocket frames get documented 4xx errors, never a 5xx or a crash, and change nothing',
+  proves:
+    'fuzzed HTTP requests and WebSocket frames get documented 4xx errors, never a 5xx or a crash, and change nothing',
   run,
 };
 
-const SERVER_TYPES = new Set(['hello', 'subscribed', 'events', 'caught_up', 'ok', 'error', 'closed', 'heartbeat', 'pong']);
-const junk = fc.oneof(fc.string({ maxLength: 30 }), fc.integer(), fc.double(), fc.boolean(), fc.constant(null), fc.jsonValue({ maxDepth: 2 }));
+const SERVER_TYPES = new Set([
+  'hello',
+  'subscribed',
+  'events',
+  'caught_up',
+  'ok',
+  'error',
+  'closed',
+  'heartbeat',
+  'pong',
+]);
+const junk = fc.oneof(
+  fc.string({ maxLength: 30 }),
+  fc.integer(),
+  fc.double(),
+  fc.boolean(),
+  fc.constant(null),
+  fc.jsonValue({ maxDepth: 2 }),
+);
 /** A WebSocket frame: noise, or a protocol-shaped message with wrong fields (never the seeded consumer). */
 const wsFrame: fc.Arbitrary<string> = fc.oneof(
   fc.string({ maxLength: 200 }),
@@ -28,7 +46,10 @@ const wsFrame: fc.Arbitrary<string> = fc.oneof(
   fc
     .record(
       {
-        type: fc.oneof(fc.constantFrom('subscribe', 'ack', 'park', 'fail', 'more', 'unsubscribe', 'ping'), fc.string({ maxLength: 12 })),
+        type: fc.oneof(
+          fc.constantFrom('subscribe', 'ack', 'park', 'fail', 'more', 'unsubscribe', 'ping'),
+          fc.string({ maxLength: 12 }),
+        ),
         sub: junk,
         consumer: fc.oneof(junk, fc.constantFrom('', 'x'.repeat(200), 'bad name', 'fuzzer:ok')),
         position: junk,
@@ -66,13 +87,19 @@ async function run(ctx: ScenarioContext): Promise<ScenarioBody> {
   const seedStore = await openSqliteStore({ path });
   try {
     await seedStore.append('invoice-1', [{ type: 'invoice.issued', data: { amount: 10, note: 'é💥' } }]);
-    await seedStore.append('fuzz-2', [{ type: 'x', data: [1, 2, 3] }, { type: 'y', data: null }]);
+    await seedStore.append('fuzz-2', [
+      { type: 'x', data: [1, 2, 3] },
+      { type: 'y', data: null },
+    ]);
     await (await seedStore.subscribe(FUZZ_CONSUMER, { from: 'start' })).close();
   } finally {
     await seedStore.close();
   }
   const runner = new ScriptRunner(ctx.dir);
-  let server: ServerProcess | null = await startServerChild(runner, { store: { kind: 'sqlite', path }, port: 0 });
+  let server: ServerProcess | null = await startServerChild(runner, {
+    store: { kind: 'sqlite', path },
+    port: 0,
+  });
   const body = emptyBody();
   const problems: string[] = [];
   const statuses = new Map<number, number>();
@@ -87,7 +114,12 @@ async function run(ctx: ScenarioContext): Promise<ScenarioBody> {
         let status = 0;
         let text = '';
         try {
-          const res = await fetch(url + req.url, { method: req.method, headers: req.headers, body: req.payload ?? null, signal: AbortSignal.timeout(30_000) });
+          const res = await fetch(url + req.url, {
+            method: req.method,
+            headers: req.headers,
+            body: req.payload ?? null,
+            signal: AbortSignal.timeout(30_000),
+          });
           status = res.status;
           text = await res.text();
         } catch (err) {
@@ -95,7 +127,8 @@ async function run(ctx: ScenarioContext): Promise<ScenarioBody> {
           continue;
         }
         statuses.set(status, (statuses.get(status) ?? 0) + 1);
-        if (status >= 500) problems.push(`${req.method} ${req.url.slice(0, 80)} -> ${status} ${text.slice(0, 200)}`);
+        if (status >= 500)
+          problems.push(`${req.method} ${req.url.slice(0, 80)} -> ${status} ${text.slice(0, 200)}`);
         else if (status >= 400) {
           let code: unknown;
           try {
@@ -103,8 +136,10 @@ async function run(ctx: ScenarioContext): Promise<ScenarioBody> {
           } catch {
             code = undefined;
           }
-          if (typeof code !== 'string') problems.push(`${req.method} ${req.url.slice(0, 80)} -> ${status} without an error code`);
-        } else if (req.method === 'POST') problems.push(`${req.method} ${req.url.slice(0, 80)} was accepted (${status})`);
+          if (typeof code !== 'string')
+            problems.push(`${req.method} ${req.url.slice(0, 80)} -> ${status} without an error code`);
+        } else if (req.method === 'POST')
+          problems.push(`${req.method} ${req.url.slice(0, 80)} was accepted (${status})`);
       }
     };
     await Promise.all(Array.from({ length: 8 }, worker));
@@ -124,7 +159,10 @@ async function run(ctx: ScenarioContext): Promise<ScenarioBody> {
     body.events = httpRuns + wsRuns;
     body.faults = `${httpRuns} HTTP requests + ${wsRuns} WS frames`;
     body.faultCount = httpRuns + wsRuns;
-    body.notes.push(`HTTP statuses ${JSON.stringify(Object.fromEntries([...statuses].sort((a, b) => a[0] - b[0])))}`, `WS error replies ${wsErrors}, connections closed by the server ${wsCloses}`);
+    body.notes.push(
+      `HTTP statuses ${JSON.stringify(Object.fromEntries([...statuses].sort((a, b) => a[0] - b[0])))}`,
+      `WS error replies ${wsErrors}, connections closed by the server ${wsCloses}`,
+    );
     const fivexx = [...statuses].filter(([s]) => s >= 500).reduce((n, [, k]) => n + k, 0);
     body.notes.push(`5xx ${fivexx}`);
     if (problems.length > 0) body.error = `${problems.length} problems: ${problems.slice(0, 3).join('; ')}`;
@@ -136,7 +174,10 @@ async function run(ctx: ScenarioContext): Promise<ScenarioBody> {
 }
 
 /** Sends frames on one connection, then a ping that must be answered; checks every reply is a protocol message. */
-function wsBatch(url: string, frames: readonly string[]): Promise<{ errors: number; closedEarly: boolean; problems: string[] }> {
+function wsBatch(
+  url: string,
+  frames: readonly string[],
+): Promise<{ errors: number; closedEarly: boolean; problems: string[] }> {
   return new Promise((resolve) => {
     const ws = new WebSocket(`${url.replace(/^http/, 'ws')}/v1/subscribe`);
     const problems: string[] = [];
@@ -163,11 +204,14 @@ function wsBatch(url: string, frames: readonly string[]): Promise<{ errors: numb
         problems.push(`a non-JSON frame from the server: ${data.toString().slice(0, 100)}`);
         return;
       }
-      if (typeof m.type !== 'string' || !SERVER_TYPES.has(m.type)) problems.push(`an unknown server message: ${data.toString().slice(0, 100)}`);
+      if (typeof m.type !== 'string' || !SERVER_TYPES.has(m.type))
+        problems.push(`an unknown server message: ${data.toString().slice(0, 100)}`);
       if (m.type === 'error') {
         errors++;
-        if (typeof m.error?.code !== 'string') problems.push(`an error without a code: ${data.toString().slice(0, 100)}`);
-        else if (m.error.code === 'internal') problems.push(`an internal error: ${data.toString().slice(0, 200)}`);
+        if (typeof m.error?.code !== 'string')
+          problems.push(`an error without a code: ${data.toString().slice(0, 100)}`);
+        else if (m.error.code === 'internal')
+          problems.push(`an internal error: ${data.toString().slice(0, 200)}`);
       }
       if (m.type === 'hello') {
         for (const f of frames) ws.send(f);

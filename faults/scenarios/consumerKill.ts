@@ -53,7 +53,9 @@ async function run(ctx: ScenarioContext, backend: Backend): Promise<ScenarioBody
     for (;;) {
       const inject = totalKills < targetKills;
       if (inject) await appendChunk();
-      const fault: Fault | null = inject ? r.pick<Fault>(['handler', 'after-commit', 'during-ack', 'timer']) : null;
+      const fault: Fault | null = inject
+        ? r.pick<Fault>(['handler', 'after-commit', 'during-ack', 'timer'])
+        : null;
       const countdown = fault === 'handler' ? r.int(1, 250) : r.int(1, 4);
       const config = {
         store: setup.storeConfig,
@@ -74,7 +76,8 @@ async function run(ctx: ScenarioContext, backend: Backend): Promise<ScenarioBody
       let timer: NodeJS.Timeout | undefined;
       child.onLine((line) => {
         if (line.startsWith('point ')) child.signal('SIGKILL');
-        else if (line.startsWith('ready') && fault === 'timer') timer = setTimeout(() => child.signal('SIGKILL'), timerMs);
+        else if (line.startsWith('ready') && fault === 'timer')
+          timer = setTimeout(() => child.signal('SIGKILL'), timerMs);
         else if (line === 'done') done = true;
         else if (line.startsWith('m ')) {
           const [d, dup] = line.slice(2).split(' ').map(Number);
@@ -91,7 +94,9 @@ async function run(ctx: ScenarioContext, backend: Backend): Promise<ScenarioBody
         kills[fault]++;
         totalKills++;
       } else if (exit.code !== 0 && exit.signal !== 'SIGKILL') {
-        throw new Error(`consumer life ${lives} exited with ${exit.code ?? exit.signal}: ${child.stderr.slice(-1500)}`);
+        throw new Error(
+          `consumer life ${lives} exited with ${exit.code ?? exit.signal}: ${child.stderr.slice(-1500)}`,
+        );
       } else if (exit.signal === 'SIGKILL' && !fault) {
         throw new Error(`consumer life ${lives} was killed by the watchdog (no progress in 180 s)`);
       }

@@ -20,7 +20,8 @@ const FILTER = { categories: ['pgf'] };
 
 export const postgresTerminateScenario: Scenario = {
   name: 'pg-terminate-backend',
-  proves: 'terminated PostgreSQL connections during appends and consumer commits lose and double nothing (retries with the same ids, consumer reconnects)',
+  proves:
+    'terminated PostgreSQL connections during appends and consumer commits lose and double nothing (retries with the same ids, consumer reconnects)',
   postgres: true,
   run,
 };
@@ -30,7 +31,11 @@ function connectionFault(err: unknown): boolean {
   if (isIdemError(err, 'unavailable')) return true;
   const code = (err as { code?: unknown } | null)?.code;
   const message = err instanceof Error ? err.message : String(err);
-  return code === '57P01' || code === 'ECONNRESET' || /terminat|Connection terminated|ECONNRESET|not queryable/i.test(message);
+  return (
+    code === '57P01' ||
+    code === 'ECONNRESET' ||
+    /terminat|Connection terminated|ECONNRESET|not queryable/i.test(message)
+  );
 }
 
 async function run(ctx: ScenarioContext): Promise<ScenarioBody> {
@@ -58,7 +63,9 @@ async function run(ctx: ScenarioContext): Promise<ScenarioBody> {
     });
     await consumer.start();
     let stop = false;
-    const appenders = Array.from({ length: 8 }, (_, i) => retryingAppender(store, `pgf-${i}`, r.fork(`a${i}`), () => stop, connectionFault));
+    const appenders = Array.from({ length: 8 }, (_, i) =>
+      retryingAppender(store, `pgf-${i}`, r.fork(`a${i}`), () => stop, connectionFault),
+    );
     let terminated = 0;
     const started = Date.now();
     while (Date.now() - started < durationMs) {
@@ -87,9 +94,13 @@ async function run(ctx: ScenarioContext): Promise<ScenarioBody> {
     body.outOfOrder = a.outOfOrder + c.outOfOrder;
     body.faultCount = terminated;
     body.faults = `${terminated} backends terminated`;
-    body.notes.push(`${results.reduce((n, x) => n + x.retries, 0)} append retries`, `consumer reconnects ${m.reconnects}`);
+    body.notes.push(
+      `${results.reduce((n, x) => n + x.retries, 0)} append retries`,
+      `consumer reconnects ${m.reconnects}`,
+    );
     const unexpected = results.flatMap((x) => x.unexpected);
-    if (unexpected.length > 0) body.error = `append errors that are not connection faults: ${unexpected.slice(0, 3).join('; ')}`;
+    if (unexpected.length > 0)
+      body.error = `append errors that are not connection faults: ${unexpected.slice(0, 3).join('; ')}`;
     return body;
   } finally {
     await admin.end().catch(() => undefined);

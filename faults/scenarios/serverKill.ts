@@ -42,12 +42,17 @@ export function serverKillScenario(backend: Backend): Scenario {
   };
 }
 
-async function post(url: string, req: Request): Promise<{ status: number; body: { duplicate?: boolean; error?: { code?: string } } } | null> {
+async function post(
+  url: string,
+  req: Request,
+): Promise<{ status: number; body: { duplicate?: boolean; error?: { code?: string } } } | null> {
   try {
     const res = await fetch(`${url}/v1/streams/${encodeURIComponent(req.stream)}/events`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ events: req.ids.map((id, i) => ({ id, type: 'account.credited', data: { i } })) }),
+      body: JSON.stringify({
+        events: req.ids.map((id, i) => ({ id, type: 'account.credited', data: { i } })),
+      }),
       signal: AbortSignal.timeout(15_000),
     });
     return { status: res.status, body: (await res.json()) as { duplicate?: boolean } };
@@ -56,11 +61,22 @@ async function post(url: string, req: Request): Promise<{ status: number; body: 
   }
 }
 
-async function appender(index: number, r: Random, server: () => string, stop: () => boolean): Promise<AppenderState> {
+async function appender(
+  index: number,
+  r: Random,
+  server: () => string,
+  stop: () => boolean,
+): Promise<AppenderState> {
   const s: AppenderState = { acked: [], duplicates: 0, retries: 0, rewritten: 0, unexpected: [] };
   let resendLast = false;
   while (!stop()) {
-    const req: Request = resendLast && s.acked.length > 0 ? s.acked.at(-1)! : { stream: `acct-${index}-${r.int(0, 4)}`, ids: Array.from({ length: r.int(1, 3) }, () => randomUuid(r)) };
+    const req: Request =
+      resendLast && s.acked.length > 0
+        ? s.acked.at(-1)!
+        : {
+            stream: `acct-${index}-${r.int(0, 4)}`,
+            ids: Array.from({ length: r.int(1, 3) }, () => randomUuid(r)),
+          };
     const resend = resendLast;
     resendLast = false;
     for (;;) {
@@ -103,7 +119,14 @@ async function run(ctx: ScenarioContext, backend: Backend): Promise<ScenarioBody
     const port = server.port;
     let url = server.url;
     let stopping = false;
-    const appenders = Array.from({ length: 8 }, (_, i) => appender(i, r.fork(`appender-${i}`), () => url, () => stopping));
+    const appenders = Array.from({ length: 8 }, (_, i) =>
+      appender(
+        i,
+        r.fork(`appender-${i}`),
+        () => url,
+        () => stopping,
+      ),
+    );
     for (let k = 0; k < kills; k++) {
       await delay(r.int(300, 1500));
       await server.child.kill();
@@ -120,7 +143,9 @@ async function run(ctx: ScenarioContext, backend: Backend): Promise<ScenarioBody
     server = null;
     // Read back with the store itself, after the last kill.
     const store: EventStore =
-      storeConfig.kind === 'sqlite' ? await openSqliteStore({ path: storeConfig.path }) : await openPostgresStore({ connectionString: storeConfig.url, poolSize: 2 });
+      storeConfig.kind === 'sqlite'
+        ? await openSqliteStore({ path: storeConfig.path })
+        : await openPostgresStore({ connectionString: storeConfig.url, poolSize: 2 });
     try {
       const events = await readEvents(store);
       const byStream = new Map<string, string[]>();
@@ -162,7 +187,10 @@ async function run(ctx: ScenarioContext, backend: Backend): Promise<ScenarioBody
       body.faults = `${kills} server SIGKILL`;
       const retries = states.reduce((n, s) => n + s.retries, 0);
       const unexpected = states.flatMap((s) => s.unexpected);
-      body.notes.push(`${states.reduce((n, s) => n + s.acked.length, 0)} acknowledged appends`, `${retries} retried requests`);
+      body.notes.push(
+        `${states.reduce((n, s) => n + s.acked.length, 0)} acknowledged appends`,
+        `${retries} retried requests`,
+      );
       if (unexpected.length > 0) body.error = `unexpected answers: ${unexpected.slice(0, 3).join('; ')}`;
     } finally {
       await store.close();

@@ -69,7 +69,12 @@ async function run(ctx: ScenarioContext, backend: Backend): Promise<ScenarioBody
   };
   const procs: Proc[] = [];
   const spawnConsumer = (): Proc => {
-    const p: Proc = { child: new Child([...runner.command('consumer'), JSON.stringify(config)]), ready: false, fenced: false, last: { delivered: 0, duplicates: 0 } };
+    const p: Proc = {
+      child: new Child([...runner.command('consumer'), JSON.stringify(config)]),
+      ready: false,
+      fenced: false,
+      last: { delivered: 0, duplicates: 0 },
+    };
     p.child.onLine((line) => {
       if (line.startsWith('ready')) p.ready = true;
       else if (line.startsWith('state ') && line.includes('fenced')) p.fenced = true;
@@ -91,7 +96,10 @@ async function run(ctx: ScenarioContext, backend: Backend): Promise<ScenarioBody
       const ar = r.fork('appends');
       while (appending) {
         const n = ar.int(1, 4);
-        await setup.store.append(`ledger-${ar.int(1, 20)}`, Array.from({ length: n }, (_, i) => ({ type: 'ledger.posted', data: { i } })));
+        await setup.store.append(
+          `ledger-${ar.int(1, 20)}`,
+          Array.from({ length: n }, (_, i) => ({ type: 'ledger.posted', data: { i } })),
+        );
         appended += n;
         await delay(ar.int(0, 5));
       }
@@ -105,7 +113,9 @@ async function run(ctx: ScenarioContext, backend: Backend): Promise<ScenarioBody
       ctx.log(`round ${round + 1}: SIGSTOP pid ${owner.child.pid}`);
       // Frozen inside a write transaction of the SQLite store or target, the owner would lock every
       // other process out of that file: resume it and freeze it again at another moment.
-      const files = [setup.storeConfig, setup.targetConfig].flatMap((c) => (c.kind === 'sqlite' ? [c.path] : []));
+      const files = [setup.storeConfig, setup.targetConfig].flatMap((c) =>
+        c.kind === 'sqlite' ? [c.path] : [],
+      );
       for (let tries = 1; files.some(writeLocked); tries++) {
         if (tries > 20) throw new Error('the frozen owner held a SQLite write lock 20 times in a row');
         owner.child.signal('SIGCONT');
@@ -129,7 +139,11 @@ async function run(ctx: ScenarioContext, backend: Backend): Promise<ScenarioBody
     appending = false;
     await appendLoop;
     const head = await setup.store.headPosition();
-    await until(async () => (await setup.store.consumers.get(CONSUMER)).position >= head, 120_000, 'the owner to catch up');
+    await until(
+      async () => (await setup.store.consumers.get(CONSUMER)).position >= head,
+      120_000,
+      'the owner to catch up',
+    );
     for (const p of procs) p.child.signal('SIGTERM');
     await Promise.all(procs.map((p) => p.child.exited));
     const c = await setup.count(CONSUMER, FILTER);
@@ -142,8 +156,10 @@ async function run(ctx: ScenarioContext, backend: Backend): Promise<ScenarioBody
     body.faultCount = rounds;
     body.faults = `${rounds} SIGSTOP > lease, ${fencedOwners} fenced on SIGCONT`;
     body.notes.push(`final epoch ${(await setup.store.consumers.get(CONSUMER)).epoch}`);
-    if (refrozen > 0) body.notes.push(`${refrozen} freezes inside a SQLite write transaction, resumed and frozen again`);
-    if (fencedOwners !== rounds) body.error = `only ${fencedOwners} of ${rounds} resumed owners reported fenced`;
+    if (refrozen > 0)
+      body.notes.push(`${refrozen} freezes inside a SQLite write transaction, resumed and frozen again`);
+    if (fencedOwners !== rounds)
+      body.error = `only ${fencedOwners} of ${rounds} resumed owners reported fenced`;
     return body;
   } finally {
     appending = false;

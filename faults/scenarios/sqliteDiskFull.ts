@@ -16,7 +16,8 @@ import { emptyBody, type Scenario, type ScenarioBody, type ScenarioContext } fro
 
 export const sqliteDiskFullScenario: Scenario = {
   name: 'sqlite-disk-full',
-  proves: 'a full disk fails SQLite appends cleanly with storage_full, keeps every acknowledged event, and appends work again once space is freed',
+  proves:
+    'a full disk fails SQLite appends cleanly with storage_full, keeps every acknowledged event, and appends work again once space is freed',
   run,
 };
 
@@ -24,7 +25,9 @@ async function run(ctx: ScenarioContext): Promise<ScenarioBody> {
   const r = ctx.random;
   const mnt = join(ctx.dir, 'small');
   mkdirSync(mnt);
-  const mounted = process.platform === 'linux' && spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=4m', 'tmpfs', mnt]).status === 0;
+  const mounted =
+    process.platform === 'linux' &&
+    spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=4m', 'tmpfs', mnt]).status === 0;
   const ballast = join(mnt, 'ballast.bin');
   const path = join(mnt, 'store.db');
   const body = emptyBody();
@@ -37,7 +40,12 @@ async function run(ctx: ScenarioContext): Promise<ScenarioBody> {
     let fullErrors = 0;
     let wroteOnFailure = 0;
     let failed: { stream: string; events: NewEvent[] } | null = null;
-    const makeEvents = (): NewEvent[] => Array.from({ length: r.int(1, 5) }, () => ({ id: randomUuid(r), type: 'blob.stored', data: { pad: 'x'.repeat(r.int(500, 3000)) } }));
+    const makeEvents = (): NewEvent[] =>
+      Array.from({ length: r.int(1, 5) }, () => ({
+        id: randomUuid(r),
+        type: 'blob.stored',
+        data: { pad: 'x'.repeat(r.int(500, 3000)) },
+      }));
     for (let i = 0; i < 100_000 && fullErrors < 3; i++) {
       const stream = `blob-${r.int(1, 20)}`;
       const events: NewEvent[] = failed?.events ?? makeEvents();
@@ -84,11 +92,18 @@ async function run(ctx: ScenarioContext): Promise<ScenarioBody> {
     body.delivered = events.length;
     body.lost = acked.filter((id) => !ids.has(id)).length;
     const ackedSet = new Set(acked);
-    body.doubled = [...ids.values()].reduce((n, k) => n + k - 1, 0) + [...ids.keys()].filter((id) => !ackedSet.has(id)).length;
+    body.doubled =
+      [...ids.values()].reduce((n, k) => n + k - 1, 0) +
+      [...ids.keys()].filter((id) => !ackedSet.has(id)).length;
     body.outOfOrder = outOfOrder;
     body.faultCount = fullErrors;
     body.faults = `${fullErrors} storage_full (${mounted ? '4 MiB tmpfs' : 'max_page_count 600, mount refused'})`;
-    body.notes.push(`${whileFull.length} events readable while full`, recovered ? 'appends work again after freeing space' : 'the failed append did not go through after freeing space');
+    body.notes.push(
+      `${whileFull.length} events readable while full`,
+      recovered
+        ? 'appends work again after freeing space'
+        : 'the failed append did not go through after freeing space',
+    );
     const problems: string[] = [];
     if (wroteOnFailure > 0) problems.push(`${wroteOnFailure} failed appends changed the stream`);
     if (!recovered) problems.push('no recovery after freeing space');

@@ -116,5 +116,9 @@ export async function pgBillingBatchHandler(events: RecordedEvent[], ctx: { tx: 
     invoiced.push(c.invoiced);
     paid.push(c.paid);
   }
-  await ctx.tx.query({ name: 'bench_billing_upsert_set', text: PG_BILLING_UPSERT_SET, values: [customers, invoiced, paid] });
+  await ctx.tx.query({
+    name: 'bench_billing_upsert_set',
+    text: PG_BILLING_UPSERT_SET,
+    values: [customers, invoiced, paid],
+  });
 }

@@ -1,7 +1,14 @@
 import { setTimeout as delay } from 'node:timers/promises';
 import type { ConsumerTarget } from '../core/consumerTarget.js';
 import type { EventStore } from '../core/eventStore.js';
-import { createConsumer, type BatchHandler, type BatchOptions, type Consumer, type Guard, type Handler } from '../consumer/index.js';
+import {
+  createConsumer,
+  type BatchHandler,
+  type BatchOptions,
+  type Consumer,
+  type Guard,
+  type Handler,
+} from '../consumer/index.js';
 import { timed, type Timed } from './measure.js';
 
 export interface ConsumerRunSpec<Tx> {

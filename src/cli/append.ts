@@ -47,7 +47,7 @@ export function registerAppend(program: Command, ctx: CliContext): void {
       .requiredOption('--data <json>', 'event data as JSON')
       .option('--id <uuid>', 'event id (a UUID); makes retries idempotent (default: a new UUIDv7)')
       .option('--metadata <json>', 'event metadata as a JSON object (commandId, correlationId, ...)')
-      .option('--expected-version <v>', "any | no_stream | stream_exists | a version number (0 = empty)"),
+      .option('--expected-version <v>', 'any | no_stream | stream_exists | a version number (0 = empty)'),
   )
     .addHelpText('after', HELP)
     .action(async (stream: string, flags: AppendFlags) => {

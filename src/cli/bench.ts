@@ -49,7 +49,10 @@ export function registerBench(program: Command, ctx: CliContext): void {
     .option('--quick', 'small sizes: the whole run takes under a minute')
     .option('--json', 'print the report as JSON')
     .option('--only <names>', 'comma-separated scenario names')
-    .option('--postgres <url>', 'PostgreSQL server for the PostgreSQL scenarios (a random database is created and dropped)')
+    .option(
+      '--postgres <url>',
+      'PostgreSQL server for the PostgreSQL scenarios (a random database is created and dropped)',
+    )
     .option('--scale <factor>', 'multiply every size (e.g. 0.05 for a smoke run)')
     .option(
       '--rounds <n>',
@@ -72,7 +75,8 @@ export function registerBench(program: Command, ctx: CliContext): void {
       if (flags.postgres !== undefined) options.postgresUrl = flags.postgres;
       if (flags.scale !== undefined) {
         const scale = Number(flags.scale);
-        if (!Number.isFinite(scale) || scale <= 0) throw new InvalidInputError('--scale', 'must be a number > 0');
+        if (!Number.isFinite(scale) || scale <= 0)
+          throw new InvalidInputError('--scale', 'must be a number > 0');
         options.scale = scale;
       }
       if (flags.rounds !== undefined) {
@@ -90,7 +94,9 @@ export function registerBench(program: Command, ctx: CliContext): void {
         throw new IdemError('unavailable', 'the benchmarks are not part of this build', {}, { cause: err });
       }
       const report = await mod.runBench(options);
-      ctx.io.stdout.write(flags.json === true ? `${JSON.stringify(report, null, 2)}\n` : mod.formatTable(report));
+      ctx.io.stdout.write(
+        flags.json === true ? `${JSON.stringify(report, null, 2)}\n` : mod.formatTable(report),
+      );
       if (report.failed.length > 0) ctx.exitCode = 1;
     });
 }

@@ -22,7 +22,9 @@ Examples:
 reset and delete are refused with exit code 3 (consumer_busy) while a subscriber holds the lease.`;
 
 export function registerConsumers(program: Command, ctx: CliContext): void {
-  withStoreOptions(program.command('consumers').description('list durable consumers with cursor, lag and status'))
+  withStoreOptions(
+    program.command('consumers').description('list durable consumers with cursor, lag and status'),
+  )
     .addHelpText('after', LIST_HELP)
     .action(async (flags: StoreFlags) => {
       const out = new Output(ctx.io, flags.json === true);
@@ -50,22 +52,35 @@ export function registerConsumers(program: Command, ctx: CliContext): void {
       );
     });
 
-  const consumer = program.command('consumer').description('show, reset or delete one consumer').addHelpText('after', CONSUMER_HELP);
+  const consumer = program
+    .command('consumer')
+    .description('show, reset or delete one consumer')
+    .addHelpText('after', CONSUMER_HELP);
 
-  withStoreOptions(consumer.command('show').description("a consumer's cursor, lag, owner, status and last error"))
+  withStoreOptions(
+    consumer.command('show').description("a consumer's cursor, lag, owner, status and last error"),
+  )
     .argument('<name>', 'consumer name')
     .addHelpText('after', '\nExample:\n  $ idem consumer show billing_v2 --json')
     .action(async (name: string, flags: StoreFlags) => {
       const out = new Output(ctx.io, flags.json === true);
-      const info = await withStore(flags, ctx.env, (store) => store.consumers.get(validateConsumerName(name, '<name>')));
+      const info = await withStore(flags, ctx.env, (store) =>
+        store.consumers.get(validateConsumerName(name, '<name>')),
+      );
       out.data(info);
       out.line(describeConsumer(info));
     });
 
   withStoreOptions(consumer.command('reset').description("move a consumer's cursor back or forward"))
     .argument('<name>', 'consumer name')
-    .requiredOption('--to <position>', 'the new cursor: the last position to treat as handled (0 = replay all)')
-    .addHelpText('after', '\nExamples:\n  $ idem consumer reset billing_v2 --to 0\n  $ idem consumer reset billing_v2 --to 1200')
+    .requiredOption(
+      '--to <position>',
+      'the new cursor: the last position to treat as handled (0 = replay all)',
+    )
+    .addHelpText(
+      'after',
+      '\nExamples:\n  $ idem consumer reset billing_v2 --to 0\n  $ idem consumer reset billing_v2 --to 1200',
+    )
     .action(async (name: string, flags: StoreFlags & { to?: string }) => {
       const out = new Output(ctx.io, flags.json === true);
       const to = requireInteger(flags.to, '--to', 0);
@@ -75,15 +90,21 @@ export function registerConsumers(program: Command, ctx: CliContext): void {
         return store.consumers.get(n);
       });
       out.data(info);
-      out.line(`consumer ${info.name} reset to position ${info.position} (head ${info.head}, lag ${info.lag})`);
+      out.line(
+        `consumer ${info.name} reset to position ${info.position} (head ${info.head}, lag ${info.lag})`,
+      );
     });
 
-  withStoreOptions(consumer.command('delete').description('remove a consumer, its cursor and its dead letters'))
+  withStoreOptions(
+    consumer.command('delete').description('remove a consumer, its cursor and its dead letters'),
+  )
     .argument('<name>', 'consumer name')
     .addHelpText('after', '\nExample:\n  $ idem consumer delete billing_v1')
     .action(async (name: string, flags: StoreFlags) => {
       const out = new Output(ctx.io, flags.json === true);
-      await withStore(flags, ctx.env, (store) => store.consumers.delete(validateConsumerName(name, '<name>')));
+      await withStore(flags, ctx.env, (store) =>
+        store.consumers.delete(validateConsumerName(name, '<name>')),
+      );
       out.data({ deleted: name });
       out.line(`consumer ${name} deleted`);
     });
@@ -109,7 +130,8 @@ function describeConsumer(c: ConsumerInfo): string {
     `created    ${c.createdAt}`,
     `updated    ${c.updatedAt}`,
   ];
-  if (c.lastError) lines.push(`last error ${c.lastError.name ? `${c.lastError.name}: ` : ''}${c.lastError.message}`);
+  if (c.lastError)
+    lines.push(`last error ${c.lastError.name ? `${c.lastError.name}: ` : ''}${c.lastError.message}`);
   if (c.failedEvent) {
     const e = c.failedEvent;
     lines.push(`failed at  #${e.position} ${e.stream}@${e.version} ${e.type} id=${e.id}`);

@@ -23,7 +23,10 @@ Examples:
   $ idem dlq skip billing_v2 --id 0190a6c2-8e1f-7c3a-9b2d-3f4e5a6b7c8d --by alice`;
 
 export function registerDlq(program: Command, ctx: CliContext): void {
-  const dlq = program.command('dlq').description("list, retry or skip a consumer's dead letters").addHelpText('after', HELP);
+  const dlq = program
+    .command('dlq')
+    .description("list, retry or skip a consumer's dead letters")
+    .addHelpText('after', HELP);
 
   withStoreOptions(dlq.command('list').description("a consumer's dead letters (parked and retrying)"))
     .argument('<consumer>', 'consumer name')
@@ -32,13 +35,20 @@ export function registerDlq(program: Command, ctx: CliContext): void {
     .action(async (consumer: string, flags: StoreFlags & { all?: boolean }) => {
       const out = new Output(ctx.io, flags.json === true);
       const name = validateConsumerName(consumer, '<consumer>');
-      const list = await withStore(flags, ctx.env, (store) => store.deadLetters.list(name, flags.all ? { all: true } : {}));
+      const list = await withStore(flags, ctx.env, (store) =>
+        store.deadLetters.list(name, flags.all ? { all: true } : {}),
+      );
       out.data(list);
       if (list.length === 0) {
         out.note(`no dead letters for ${name}`);
         return;
       }
-      out.line(table(['POSITION', 'STREAM@VERSION', 'TYPE', 'STATUS', 'ATTEMPTS', 'REASON / BEHIND', 'ID'], list.map(row)));
+      out.line(
+        table(
+          ['POSITION', 'STREAM@VERSION', 'TYPE', 'STATUS', 'ATTEMPTS', 'REASON / BEHIND', 'ID'],
+          list.map(row),
+        ),
+      );
     });
 
   for (const verb of ['retry', 'skip'] as const) {
@@ -56,7 +66,10 @@ export function registerDlq(program: Command, ctx: CliContext): void {
       .option('--id <id>', "an event id: act on that event's entity");
     if (verb === 'skip') cmd.option('--by <name>', 'who skips (recorded; default: $USER)');
     cmd
-      .addHelpText('after', `\nExamples:\n  $ idem dlq ${verb} billing_v2 --stream invoice-42\n  $ idem dlq ${verb} billing_v2 --id <event-id>`)
+      .addHelpText(
+        'after',
+        `\nExamples:\n  $ idem dlq ${verb} billing_v2 --stream invoice-42\n  $ idem dlq ${verb} billing_v2 --id <event-id>`,
+      )
       .action(async (consumer: string, flags: SelectFlags) => {
         const out = new Output(ctx.io, flags.json === true);
         const name = validateConsumerName(consumer, '<consumer>');
@@ -67,14 +80,18 @@ export function registerDlq(program: Command, ctx: CliContext): void {
             : store.deadLetters.skip(name, selector, { by: flags.by ?? ctx.env.USER ?? 'cli' }),
         );
         out.data({ consumer: name, ...selector, [verb === 'retry' ? 'retried' : 'skipped']: n });
-        const what = 'stream' in selector ? `stream ${selector.stream}` : `the entity of event ${selector.id}`;
-        out.line(`${verb === 'retry' ? 'retrying' : 'skipped'} ${plural(n, 'dead letter')} of ${what} for ${name}`);
+        const what =
+          'stream' in selector ? `stream ${selector.stream}` : `the entity of event ${selector.id}`;
+        out.line(
+          `${verb === 'retry' ? 'retrying' : 'skipped'} ${plural(n, 'dead letter')} of ${what} for ${name}`,
+        );
       });
   }
 }
 
 function selectorFrom(flags: SelectFlags): DeadLetterSelector {
-  if ((flags.stream === undefined) === (flags.id === undefined)) throw new UsageError('give exactly one of --stream and --id');
+  if ((flags.stream === undefined) === (flags.id === undefined))
+    throw new UsageError('give exactly one of --stream and --id');
   return flags.stream !== undefined ? { stream: flags.stream } : { id: flags.id! };
 }
 

@@ -29,7 +29,11 @@ export function registerEvents(program: Command, ctx: CliContext): void {
       .description('print events of all streams in position order')
       .option('--after <position>', 'only events after this global position (default 0)')
       .option('--type <type>', 'only this event type (repeatable)', collect)
-      .option('--category <category>', 'only streams of this category, the part before the first "-" (repeatable)', collect)
+      .option(
+        '--category <category>',
+        'only streams of this category, the part before the first "-" (repeatable)',
+        collect,
+      )
       .option('--prefix <prefix>', 'only streams starting with this prefix (repeatable)', collect)
       .option('--limit <n>', 'most events to print'),
   )
@@ -42,7 +46,11 @@ export function registerEvents(program: Command, ctx: CliContext): void {
       await withStore(flags, ctx.env, async (store) => {
         const arr = out.json ? new JsonArrayWriter(ctx.io) : null;
         let n = 0;
-        const opts = { filter, ...(after === undefined ? {} : { after }), ...(limit === undefined ? {} : { limit }) };
+        const opts = {
+          filter,
+          ...(after === undefined ? {} : { after }),
+          ...(limit === undefined ? {} : { limit }),
+        };
         for await (const e of store.readAll(opts)) {
           n++;
           if (arr) arr.push(e);

@@ -108,7 +108,11 @@ export async function main(argv: readonly string[], options: MainOptions = {}): 
 }
 
 function commanderExit(err: CommanderError, out: Output): ExitCode {
-  if (err.code === 'commander.helpDisplayed' || err.code === 'commander.version' || err.code === 'commander.help') {
+  if (
+    err.code === 'commander.helpDisplayed' ||
+    err.code === 'commander.version' ||
+    err.code === 'commander.help'
+  ) {
     return EXIT.ok;
   }
   if (err.code === 'commander.executeSubCommandAsync') return EXIT.failure;
@@ -151,7 +155,9 @@ function ignoreEpipe(): void {
 function packageVersion(): string {
   // package.json is two levels up from both src/cli/ (tsx) and dist/cli/ (built).
   try {
-    const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version?: string };
+    const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {
+      version?: string;
+    };
     return pkg.version ?? 'unknown';
   } catch {
     return 'unknown';

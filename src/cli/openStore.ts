@@ -35,7 +35,10 @@ export type StoreTarget =
  */
 export function storeTarget(flags: StoreFlags, env: NodeJS.ProcessEnv = process.env): StoreTarget {
   const given = (['db', 'postgres', 'url'] as const).filter((k) => flags[k] !== undefined);
-  if (given.length > 1) throw new UsageError(`choose one of --db, --postgres and --url (got ${given.map((k) => `--${k}`).join(' and ')})`);
+  if (given.length > 1)
+    throw new UsageError(
+      `choose one of --db, --postgres and --url (got ${given.map((k) => `--${k}`).join(' and ')})`,
+    );
   if (flags.url !== undefined) {
     const token = env.IDEM_TOKEN;
     return token ? { kind: 'remote', url: flags.url, token } : { kind: 'remote', url: flags.url };
@@ -75,13 +78,20 @@ async function load<T extends Factory>(specifier: string, exportName: string, wh
     const e = err as NodeJS.ErrnoException;
     if (e.code === 'ERR_MODULE_NOT_FOUND') {
       const pkg = /Cannot find (?:package|module) '([^']+)'/.exec(e.message)?.[1];
-      const hint = pkg && !pkg.startsWith('/') && !pkg.startsWith('.') ? `; install it with \`npm install ${pkg}\`` : '';
-      throw new IdemError('unavailable', `${what} is not available: ${pkg ?? e.message} is missing${hint}`, {}, { cause: err });
+      const hint =
+        pkg && !pkg.startsWith('/') && !pkg.startsWith('.') ? `; install it with \`npm install ${pkg}\`` : '';
+      throw new IdemError(
+        'unavailable',
+        `${what} is not available: ${pkg ?? e.message} is missing${hint}`,
+        {},
+        { cause: err },
+      );
     }
     throw err;
   }
   const factory = mod[exportName];
-  if (typeof factory !== 'function') throw new IdemError('unavailable', `${what} is not available in this build (no ${exportName})`);
+  if (typeof factory !== 'function')
+    throw new IdemError('unavailable', `${what} is not available in this build (no ${exportName})`);
   return factory as T;
 }
 
@@ -92,7 +102,12 @@ export async function openStore(target: StoreTarget): Promise<EventStore> {
   } catch (err) {
     if (err instanceof IdemError) throw err;
     const why = err instanceof Error ? err.message : String(err);
-    throw new IdemError('unavailable', `cannot open the store at ${describeTarget(target)}: ${why}`, {}, { cause: err });
+    throw new IdemError(
+      'unavailable',
+      `cannot open the store at ${describeTarget(target)}: ${why}`,
+      {},
+      { cause: err },
+    );
   }
 }
 

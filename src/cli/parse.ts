@@ -5,9 +5,11 @@ import type { JsonObject, JsonValue } from '../core/json.js';
 /** Parses a command-line integer; `field` names the flag in the error, e.g. `--limit`. */
 export function parseInteger(value: string | undefined, field: string, min: number): number | undefined {
   if (value === undefined) return undefined;
-  if (!/^\d+$/.test(value.trim())) throw new InvalidInputError(field, `must be an integer >= ${min} (got "${value}")`);
+  if (!/^\d+$/.test(value.trim()))
+    throw new InvalidInputError(field, `must be an integer >= ${min} (got "${value}")`);
   const n = Number(value.trim());
-  if (!Number.isSafeInteger(n) || n < min) throw new InvalidInputError(field, `must be an integer >= ${min} (got "${value}")`);
+  if (!Number.isSafeInteger(n) || n < min)
+    throw new InvalidInputError(field, `must be an integer >= ${min} (got "${value}")`);
   return n;
 }
 
@@ -28,7 +30,8 @@ export function parseJson(text: string, field: string): JsonValue {
 
 export function parseJsonObject(text: string, field: string): JsonObject {
   const v = parseJson(text, field);
-  if (v === null || typeof v !== 'object' || Array.isArray(v)) throw new InvalidInputError(field, 'must be a JSON object');
+  if (v === null || typeof v !== 'object' || Array.isArray(v))
+    throw new InvalidInputError(field, 'must be a JSON object');
   return v;
 }
 

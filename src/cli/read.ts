@@ -35,14 +35,20 @@ export function registerRead(program: Command, ctx: CliContext): void {
       await withStore(flags, ctx.env, async (store) => {
         const arr = out.json ? new JsonArrayWriter(ctx.io) : null;
         let n = 0;
-        const opts = { ...(fromVersion === undefined ? {} : { fromVersion }), ...(limit === undefined ? {} : { limit }) };
+        const opts = {
+          ...(fromVersion === undefined ? {} : { fromVersion }),
+          ...(limit === undefined ? {} : { limit }),
+        };
         for await (const e of store.readStream(stream, opts)) {
           n++;
           if (arr) arr.push(e);
           else out.line(formatEvent(e));
         }
         arr?.end();
-        if (n === 0) out.note(`no events in stream "${stream}"${fromVersion === undefined ? '' : ` from version ${fromVersion}`}`);
+        if (n === 0)
+          out.note(
+            `no events in stream "${stream}"${fromVersion === undefined ? '' : ` from version ${fromVersion}`}`,
+          );
       });
     });
 }

@@ -22,7 +22,13 @@ export interface RunningServer {
 }
 
 interface ServerModule {
-  startServer(options: { store: EventStore; host: string; port: number; tokens?: unknown; logger?: unknown }): Promise<RunningServer>;
+  startServer(options: {
+    store: EventStore;
+    host: string;
+    port: number;
+    tokens?: unknown;
+    logger?: unknown;
+  }): Promise<RunningServer>;
   loadTokens?: (options: { file?: string; env?: NodeJS.ProcessEnv }) => unknown[];
 }
 
@@ -50,7 +56,10 @@ export function registerServe(program: Command, ctx: CliContext): void {
     .option('--host <host>', 'address to bind', '127.0.0.1')
     .option('--port <port>', 'port to listen on (0 = any free port)', '4680')
     .option('--tokens <file>', 'API tokens file (JSON or name=secret:scopes lines); also env IDEM_TOKENS')
-    .option('--log-level <level>', 'request logging as JSON lines on stdout: info, warn, error, debug (default: off)')
+    .option(
+      '--log-level <level>',
+      'request logging as JSON lines on stdout: info, warn, error, debug (default: off)',
+    )
     .option('--json', 'print where it listens as JSON')
     .addHelpText('after', HELP)
     .action(async (flags: ServeFlags) => {
@@ -65,7 +74,8 @@ export function registerServe(program: Command, ctx: CliContext): void {
         const server = await start(store, flags, port, ctx, out);
         out.data({ url: server.url, store: describeTarget(target) });
         out.line(`idem: listening on ${server.url} (store: ${describeTarget(target)}); Ctrl-C to stop`);
-        if (!signal.aborted) await new Promise((resolve) => signal.addEventListener('abort', resolve, { once: true }));
+        if (!signal.aborted)
+          await new Promise((resolve) => signal.addEventListener('abort', resolve, { once: true }));
         out.note('idem: shutting down');
         await server.close();
       } finally {
@@ -75,14 +85,22 @@ export function registerServe(program: Command, ctx: CliContext): void {
     });
 }
 
-async function start(store: EventStore, flags: ServeFlags, port: number, ctx: CliContext, out: Output): Promise<RunningServer> {
+async function start(
+  store: EventStore,
+  flags: ServeFlags,
+  port: number,
+  ctx: CliContext,
+  out: Output,
+): Promise<RunningServer> {
   let mod: ServerModule;
   try {
     mod = (await import(SERVER_MODULE)) as ServerModule;
-    if (typeof mod.startServer !== 'function') throw Object.assign(new Error('no startServer'), { code: 'ERR_MODULE_NOT_FOUND' });
+    if (typeof mod.startServer !== 'function')
+      throw Object.assign(new Error('no startServer'), { code: 'ERR_MODULE_NOT_FOUND' });
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'ERR_MODULE_NOT_FOUND') throw err;
-    if (flags.tokens !== undefined) throw new UsageError('--tokens needs the full server, which this build does not have');
+    if (flags.tokens !== undefined)
+      throw new UsageError('--tokens needs the full server, which this build does not have');
     out.note(
       'idem: the full server (HTTP API, WebSocket subscriptions, dashboard) is not built yet; ' +
         'serving only GET /health over the store',
@@ -91,11 +109,15 @@ async function start(store: EventStore, flags: ServeFlags, port: number, ctx: Cl
   }
   const options: Parameters<ServerModule['startServer']>[0] = { store, host: flags.host, port };
   if (flags.logLevel !== undefined) {
-    if (!LOG_LEVELS.includes(flags.logLevel)) throw new InvalidInputError('--log-level', `must be one of ${LOG_LEVELS.join(', ')}`);
+    if (!LOG_LEVELS.includes(flags.logLevel))
+      throw new InvalidInputError('--log-level', `must be one of ${LOG_LEVELS.join(', ')}`);
     options.logger = { level: flags.logLevel };
   }
   if (mod.loadTokens) {
-    const tokens = mod.loadTokens({ ...(flags.tokens === undefined ? {} : { file: flags.tokens }), env: ctx.env });
+    const tokens = mod.loadTokens({
+      ...(flags.tokens === undefined ? {} : { file: flags.tokens }),
+      env: ctx.env,
+    });
     if (tokens.length > 0) options.tokens = tokens;
   } else if (flags.tokens !== undefined) {
     throw new UsageError('--tokens is not supported by this build of the server');
@@ -105,7 +127,8 @@ async function start(store: EventStore, flags: ServeFlags, port: number, ctx: Cl
   } catch (err) {
     if (isIdemError(err)) throw err;
     const e = err as NodeJS.ErrnoException;
-    if (e.code === 'EADDRINUSE') throw new UsageError(`${flags.host}:${port} is already in use; choose another --port`);
+    if (e.code === 'EADDRINUSE')
+      throw new UsageError(`${flags.host}:${port} is already in use; choose another --port`);
     throw err;
   }
 }

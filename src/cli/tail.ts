@@ -5,7 +5,13 @@ import type { RecordedEvent } from '../core/event.js';
 import type { EventStore } from '../core/eventStore.js';
 import { matchesFilter, type EventFilter } from '../core/filter.js';
 import type { CliContext } from './context.js';
-import { describeTarget, withStore, withStoreOptions, type StoreFlags, type StoreTarget } from './openStore.js';
+import {
+  describeTarget,
+  withStore,
+  withStoreOptions,
+  type StoreFlags,
+  type StoreTarget,
+} from './openStore.js';
 import { formatEvent, Output } from './output.js';
 import { collect, filterFrom, parseFrom, parseInteger } from './parse.js';
 
@@ -40,7 +46,7 @@ export function registerTail(program: Command, ctx: CliContext): void {
       .option('--type <type>', 'only this event type (repeatable)', collect)
       .option('--category <category>', 'only streams of this category (repeatable)', collect)
       .option('--prefix <prefix>', 'only streams starting with this prefix (repeatable)', collect)
-      .option('--from <start>', "where to start: start | end | a position (default: end)")
+      .option('--from <start>', 'where to start: start | end | a position (default: end)')
       .option('--interval <ms>', 'poll interval without --consumer (default 100)'),
   )
     .addHelpText('after', HELP)
@@ -52,7 +58,8 @@ export function registerTail(program: Command, ctx: CliContext): void {
       const hasFilter = Object.keys(filter).length > 0;
       const signal = ctx.stopSignal();
       await withStore(flags, ctx.env, async (store, target) => {
-        if (flags.consumer === undefined) await pollTail(store, target, { filter, from, interval, signal, out, ctx });
+        if (flags.consumer === undefined)
+          await pollTail(store, target, { filter, from, interval, signal, out, ctx });
         else await consumerTail(store, flags.consumer, hasFilter ? filter : null, { from, signal, out, ctx });
       });
     });
@@ -77,7 +84,9 @@ async function pollTail(
 ): Promise<void> {
   const { out, signal } = run;
   let after = run.from === 'start' ? 0 : run.from === 'end' ? await store.headPosition() : run.from;
-  run.ctx.io.stderr.write(`idem: tailing ${describeTarget(target)} after position ${after}; Ctrl-C to stop\n`);
+  run.ctx.io.stderr.write(
+    `idem: tailing ${describeTarget(target)} after position ${after}; Ctrl-C to stop\n`,
+  );
   while (!signal.aborted) {
     let n = 0;
     for await (const e of store.readAll({ after, filter: run.filter, limit: 500 })) {
@@ -106,7 +115,12 @@ async function skipUnwanted(store: EventStore, after: number, filter: EventFilte
   return last;
 }
 
-async function consumerTail(store: EventStore, name: string, filter: EventFilter | null, run: TailRun): Promise<void> {
+async function consumerTail(
+  store: EventStore,
+  name: string,
+  filter: EventFilter | null,
+  run: TailRun,
+): Promise<void> {
   const { out, signal } = run;
   let effective = filter;
   if (effective === null) {

@@ -15,7 +15,11 @@ Examples:
   $ idem verify --postgres postgres://postgres@127.0.0.1/idem --json`;
 
 export function registerVerify(program: Command, ctx: CliContext): void {
-  withStoreOptions(program.command('verify').description('check a store: gap-free positions, contiguous versions, unique ids'))
+  withStoreOptions(
+    program
+      .command('verify')
+      .description('check a store: gap-free positions, contiguous versions, unique ids'),
+  )
     .addHelpText('after', HELP)
     .action(async (flags: StoreFlags) => {
       const out = new Output(ctx.io, flags.json === true);
@@ -33,7 +37,8 @@ export function registerVerify(program: Command, ctx: CliContext): void {
       out.line(`FAILED: ${where}: ${facts}; ${plural(total, 'violation')}`);
       for (const [kind, n] of Object.entries(report.counts)) if (n > 0) out.line(`  ${kind}: ${n}`);
       for (const v of report.violations) out.line(`  - ${v.kind}: ${v.message}`);
-      if (report.violations.length < total) out.line(`  (${total - report.violations.length} more not shown)`);
+      if (report.violations.length < total)
+        out.line(`  (${total - report.violations.length} more not shown)`);
       ctx.exitCode = EXIT.failure;
     });
 }

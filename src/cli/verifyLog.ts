@@ -1,6 +1,7 @@
 import type { RecordedEvent } from '../core/event.js';
 
-export type ViolationKind = 'position_gap' | 'position_order' | 'head_mismatch' | 'version_gap' | 'duplicate_id';
+export type ViolationKind =
+  'position_gap' | 'position_order' | 'head_mismatch' | 'version_gap' | 'duplicate_id';
 
 export interface Violation {
   kind: ViolationKind;
@@ -23,7 +24,11 @@ export interface VerifyReport {
  * repeat, each stream's versions are 1, 2, 3, ... in position order, and no id appears twice.
  * Memory grows with the number of distinct ids and streams.
  */
-export async function verifyLog(events: AsyncIterable<RecordedEvent>, head: number, maxExamples = 20): Promise<VerifyReport> {
+export async function verifyLog(
+  events: AsyncIterable<RecordedEvent>,
+  head: number,
+  maxExamples = 20,
+): Promise<VerifyReport> {
   const counts: Record<ViolationKind, number> = {
     position_gap: 0,
     position_order: 0,
@@ -52,14 +57,19 @@ export async function verifyLog(events: AsyncIterable<RecordedEvent>, head: numb
     last = e.position;
     const prev = versions.get(e.stream) ?? 0;
     if (e.version !== prev + 1) {
-      report('version_gap', `${e.stream}: version ${e.version} at #${e.position} follows version ${prev} (expected ${prev + 1})`);
+      report(
+        'version_gap',
+        `${e.stream}: version ${e.version} at #${e.position} follows version ${prev} (expected ${prev + 1})`,
+      );
     }
     versions.set(e.stream, Math.max(prev, e.version));
     const seen = ids.get(e.id);
-    if (seen !== undefined) report('duplicate_id', `id ${e.id} at #${e.position} was already used at #${seen}`);
+    if (seen !== undefined)
+      report('duplicate_id', `id ${e.id} at #${e.position} was already used at #${seen}`);
     else ids.set(e.id, e.position);
   }
-  if (last !== head) report('head_mismatch', `the head position is ${head} but the last event read is #${last}`);
+  if (last !== head)
+    report('head_mismatch', `the head position is ${head} but the last event read is #${last}`);
   const ok = violations.length === 0;
   return { ok, events: n, streams: versions.size, head, counts, violations };
 }

@@ -24,12 +24,14 @@ const numOrNull = (v: unknown): number | null => (typeof v === 'number' ? v : nu
 function build(code: ErrorCode, message: string, d: Details): IdemError {
   switch (code) {
     case 'wrong_expected_version':
-      if ('stream' in d && 'actual' in d) return new WrongExpectedVersionError(str(d.stream), d.expected as string | number, num(d.actual));
+      if ('stream' in d && 'actual' in d)
+        return new WrongExpectedVersionError(str(d.stream), d.expected as string | number, num(d.actual));
       break;
     case 'idempotency_conflict':
       return new IdempotencyConflictError(message, d as { id: string; stream: string });
     case 'invalid_input':
-      if (typeof d.field === 'string' && typeof d.rule === 'string') return new InvalidInputError(d.field, d.rule);
+      if (typeof d.field === 'string' && typeof d.rule === 'string')
+        return new InvalidInputError(d.field, d.rule);
       break;
     case 'too_large':
       if ('field' in d) return new TooLargeError(str(d.field), num(d.size), num(d.limit));
@@ -55,11 +57,19 @@ function build(code: ErrorCode, message: string, d: Details): IdemError {
 }
 
 export function errorFromWire(wire: unknown, fallbackStatus?: number): IdemError {
-  const w = (typeof wire === 'object' && wire !== null ? wire : {}) as { code?: unknown; message?: unknown; details?: unknown };
+  const w = (typeof wire === 'object' && wire !== null ? wire : {}) as {
+    code?: unknown;
+    message?: unknown;
+    details?: unknown;
+  };
   if (typeof w.code !== 'string') {
-    return new IdemError('internal', `server replied with an unexpected error${fallbackStatus ? ` (HTTP ${fallbackStatus})` : ''}`, {
-      status: fallbackStatus,
-    });
+    return new IdemError(
+      'internal',
+      `server replied with an unexpected error${fallbackStatus ? ` (HTTP ${fallbackStatus})` : ''}`,
+      {
+        status: fallbackStatus,
+      },
+    );
   }
   const message = typeof w.message === 'string' ? w.message : w.code;
   const details = (typeof w.details === 'object' && w.details !== null ? w.details : {}) as Details;

@@ -54,7 +54,11 @@ export class HttpApi {
   }
 
   /** `retry`: the request may be sent again after a network failure (it must be idempotent). */
-  async request<T>(method: string, path: string, options: { query?: Query; body?: unknown; retry?: boolean } = {}): Promise<T> {
+  async request<T>(
+    method: string,
+    path: string,
+    options: { query?: Query; body?: unknown; retry?: boolean } = {},
+  ): Promise<T> {
     const url = this.baseUrl + path + queryString(options.query);
     const headers: Record<string, string> = { accept: 'application/json', ...this.authHeaders };
     let body: Buffer | undefined;
@@ -73,7 +77,12 @@ export class HttpApi {
           await delay(100 * 3 ** (attempt - 1));
           continue;
         }
-        throw new IdemError('unavailable', `${method} ${url} failed: ${describe(err)}`, { url }, { cause: err });
+        throw new IdemError(
+          'unavailable',
+          `${method} ${url} failed: ${describe(err)}`,
+          { url },
+          { cause: err },
+        );
       }
       const text = res.text;
       let json: unknown = undefined;
@@ -92,7 +101,12 @@ export class HttpApi {
   }
 
   /** One request and its whole reply; rejects on a network error or after `timeoutMs`. */
-  private send(method: string, url: string, headers: Record<string, string>, body: Buffer | undefined): Promise<RawResponse> {
+  private send(
+    method: string,
+    url: string,
+    headers: Record<string, string>,
+    body: Buffer | undefined,
+  ): Promise<RawResponse> {
     return new Promise((resolve, reject) => {
       let timer: NodeJS.Timeout | undefined = undefined;
       const fail = (err: Error): void => {
@@ -110,7 +124,9 @@ export class HttpApi {
         });
       });
       timer = setTimeout(() => {
-        req.destroy(Object.assign(new Error(`no complete reply within ${this.timeoutMs} ms`), { code: 'ETIMEDOUT' }));
+        req.destroy(
+          Object.assign(new Error(`no complete reply within ${this.timeoutMs} ms`), { code: 'ETIMEDOUT' }),
+        );
       }, this.timeoutMs);
       req.on('error', fail);
       req.end(body);

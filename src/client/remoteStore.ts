@@ -13,7 +13,13 @@ import type {
   SubscribeOptions,
   Subscription,
 } from '../core/subscription.js';
-import { prepareAppend, validateConsumerName, validateLimit, validatePosition, validateStreamName } from '../core/validation.js';
+import {
+  prepareAppend,
+  validateConsumerName,
+  validateLimit,
+  validatePosition,
+  validateStreamName,
+} from '../core/validation.js';
 import { HttpApi, type HttpApiOptions } from './httpApi.js';
 import { openRemoteSubscription, type RemoteSubscription } from './remoteSubscription.js';
 
@@ -51,7 +57,10 @@ export class RemoteEventStore implements EventStore {
       events: prepared.map((e) => ({ id: e.id, type: e.type, data: e.data, metadata: e.metadata })),
       expectedVersion,
     };
-    return this.http.request<AppendResult>('POST', `/v1/streams/${encodeURIComponent(stream)}/events`, { body, retry: true });
+    return this.http.request<AppendResult>('POST', `/v1/streams/${encodeURIComponent(stream)}/events`, {
+      body,
+      retry: true,
+    });
   }
 
   async *readStream(stream: string, options: ReadStreamOptions = {}): AsyncGenerator<RecordedEvent> {
@@ -80,10 +89,14 @@ export class RemoteEventStore implements EventStore {
     let remaining = validateLimit(options.limit) ?? Number.POSITIVE_INFINITY;
     while (remaining > 0) {
       this.assertOpen();
-      const page = await this.http.request<{ events: RecordedEvent[]; next: number | null }>('GET', '/v1/events', {
-        query: { after, limit: Math.min(PAGE, remaining), ...filter },
-        retry: true,
-      });
+      const page = await this.http.request<{ events: RecordedEvent[]; next: number | null }>(
+        'GET',
+        '/v1/events',
+        {
+          query: { after, limit: Math.min(PAGE, remaining), ...filter },
+          retry: true,
+        },
+      );
       for (const e of page.events) yield e;
       remaining -= page.events.length;
       if (page.next === null || page.events.length === 0) return;
@@ -104,10 +117,14 @@ export class RemoteEventStore implements EventStore {
   async streamVersion(stream: string): Promise<number> {
     this.assertOpen();
     validateStreamName(stream);
-    const r = await this.http.request<{ version: number }>('GET', `/v1/streams/${encodeURIComponent(stream)}/events`, {
-      query: { fromVersion: Number.MAX_SAFE_INTEGER, limit: 1 },
-      retry: true,
-    });
+    const r = await this.http.request<{ version: number }>(
+      'GET',
+      `/v1/streams/${encodeURIComponent(stream)}/events`,
+      {
+        query: { fromVersion: Number.MAX_SAFE_INTEGER, limit: 1 },
+        retry: true,
+      },
+    );
     return r.version;
   }
 
@@ -145,7 +162,9 @@ export class RemoteEventStore implements EventStore {
     return {
       list: async () => {
         this.assertOpen();
-        return (await this.http.request<{ consumers: ConsumerInfo[] }>('GET', '/v1/consumers', { retry: true })).consumers;
+        return (
+          await this.http.request<{ consumers: ConsumerInfo[] }>('GET', '/v1/consumers', { retry: true })
+        ).consumers;
       },
       get: async (name) => {
         this.assertOpen();
@@ -164,21 +183,34 @@ export class RemoteEventStore implements EventStore {
   }
 
   private deadLetterAdmin(): DeadLetterAdmin {
-    const act = async (action: 'retry' | 'skip', consumer: string, selector: DeadLetterSelector, by?: string) => {
+    const act = async (
+      action: 'retry' | 'skip',
+      consumer: string,
+      selector: DeadLetterSelector,
+      by?: string,
+    ) => {
       this.assertOpen();
       const body: Record<string, unknown> = { ...selector };
       if (by !== undefined) body.by = by;
-      const r = await this.http.request<{ count: number }>('POST', this.consumerPath(consumer, `/dead-letters/${action}`), { body });
+      const r = await this.http.request<{ count: number }>(
+        'POST',
+        this.consumerPath(consumer, `/dead-letters/${action}`),
+        { body },
+      );
       return r.count;
     };
     return {
       list: async (consumer, options = {}) => {
         this.assertOpen();
         const query = options.all ? { all: true } : {};
-        const r = await this.http.request<{ deadLetters: DeadLetter[] }>('GET', this.consumerPath(consumer, '/dead-letters'), {
-          query,
-          retry: true,
-        });
+        const r = await this.http.request<{ deadLetters: DeadLetter[] }>(
+          'GET',
+          this.consumerPath(consumer, '/dead-letters'),
+          {
+            query,
+            retry: true,
+          },
+        );
         return r.deadLetters;
       },
       retry: (consumer, selector) => act('retry', consumer, selector),

@@ -6,7 +6,13 @@
 import WebSocket, { type RawData } from 'ws';
 import { ClosedError, IdemError, InvalidInputError } from '../core/errors.js';
 import { normalizeFilter } from '../core/filter.js';
-import type { FailureInfo, ParkInfo, SubscribeOptions, Subscription, SubscriptionMessage } from '../core/subscription.js';
+import type {
+  FailureInfo,
+  ParkInfo,
+  SubscribeOptions,
+  Subscription,
+  SubscriptionMessage,
+} from '../core/subscription.js';
 import { validateConsumerName, validatePosition } from '../core/validation.js';
 import type { ClientMessage, ServerMessage, SubscribeRequest } from '../server/protocol.js';
 import { errorFromWire } from './errorFromWire.js';
@@ -78,8 +84,12 @@ export async function openRemoteSubscription(
       });
       res.on('error', (err) => fail(err));
     });
-    socket.on('error', (err) => fail(new IdemError('unavailable', `WebSocket ${ctx.wsUrl}: ${err.message}`, {}, { cause: err })));
-    socket.on('close', () => fail(new IdemError('unavailable', `WebSocket ${ctx.wsUrl} closed before the subscription started`)));
+    socket.on('error', (err) =>
+      fail(new IdemError('unavailable', `WebSocket ${ctx.wsUrl}: ${err.message}`, {}, { cause: err })),
+    );
+    socket.on('close', () =>
+      fail(new IdemError('unavailable', `WebSocket ${ctx.wsUrl} closed before the subscription started`)),
+    );
     socket.on('open', () => socket.send(JSON.stringify(request)));
     socket.on('message', (data) => {
       let msg: ServerMessage;
@@ -90,7 +100,8 @@ export async function openRemoteSubscription(
         return;
       }
       if (msg.type === 'hello') {
-        heartbeatMs = typeof msg.heartbeatMs === 'number' && msg.heartbeatMs > 0 ? msg.heartbeatMs : heartbeatMs;
+        heartbeatMs =
+          typeof msg.heartbeatMs === 'number' && msg.heartbeatMs > 0 ? msg.heartbeatMs : heartbeatMs;
         return;
       }
       if (msg.type === 'error' && (msg.sub === SUB || msg.req === 0 || msg.sub === undefined)) {
@@ -103,7 +114,17 @@ export async function openRemoteSubscription(
         socket.removeAllListeners();
         // Three missed heartbeats (at least 5 s) mean a dead connection.
         const silenceMs = Math.max(5000, 3 * heartbeatMs);
-        resolve(new RemoteSubscription(socket, ctx, msg.consumer, msg.epoch, msg.position, options.signal, silenceMs));
+        resolve(
+          new RemoteSubscription(
+            socket,
+            ctx,
+            msg.consumer,
+            msg.epoch,
+            msg.position,
+            options.signal,
+            silenceMs,
+          ),
+        );
       }
     });
   });
@@ -143,9 +164,12 @@ export class RemoteSubscription implements Subscription {
     socket.on('error', () => socket.terminate());
     socket.on('close', () => this.onSocketClose());
     // The server sends a heartbeat every few seconds; a much longer silence means a dead connection.
-    this.watchdog = setInterval(() => {
-      if (Date.now() - this.lastSeen > silenceMs) socket.terminate();
-    }, Math.min(2_000, silenceMs / 2));
+    this.watchdog = setInterval(
+      () => {
+        if (Date.now() - this.lastSeen > silenceMs) socket.terminate();
+      },
+      Math.min(2_000, silenceMs / 2),
+    );
     this.watchdog.unref();
     if (signal) {
       const onAbort = (): void => void this.close();
@@ -264,8 +288,10 @@ export class RemoteSubscription implements Subscription {
         // `fenced` or another error ends iteration with that error; an ordinary close just ends it.
         let err: Error | null;
         if (this.serverError) err = this.serverError;
-        else if (msg.reason === 'shutdown') err = this.closing ? null : new IdemError('unavailable', 'the server is shutting down');
-        else if (msg.reason === 'unsubscribed' || msg.reason === 'closed' || msg.reason === 'failed') err = null;
+        else if (msg.reason === 'shutdown')
+          err = this.closing ? null : new IdemError('unavailable', 'the server is shutting down');
+        else if (msg.reason === 'unsubscribed' || msg.reason === 'closed' || msg.reason === 'failed')
+          err = null;
         else err = new IdemError('unavailable', `subscription closed by the server: ${msg.reason}`);
         this.finish(err);
         this.socket.close(1000);
@@ -325,7 +351,8 @@ function wireInfo(info: unknown): unknown {
   if (e !== null && typeof e === 'object') {
     const err = e as { name?: unknown; message?: unknown; stack?: unknown };
     const plain: Record<string, unknown> = { ...(e as Record<string, unknown>) };
-    for (const key of ['name', 'message', 'stack'] as const) if (err[key] !== undefined) plain[key] = err[key];
+    for (const key of ['name', 'message', 'stack'] as const)
+      if (err[key] !== undefined) plain[key] = err[key];
     out.error = plain;
   }
   return out;

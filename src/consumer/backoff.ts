@@ -2,7 +2,12 @@
  * Exponential backoff with jitter: retry n (1-based) waits a random time between half and all of
  * `min(max, initial * 2^(n-1))`, so that many consumers retrying together spread out.
  */
-export function backoffDelay(retry: number, initialMs: number, maxMs: number, random: () => number = Math.random): number {
+export function backoffDelay(
+  retry: number,
+  initialMs: number,
+  maxMs: number,
+  random: () => number = Math.random,
+): number {
   const base = Math.min(maxMs, initialMs * 2 ** Math.max(0, retry - 1));
   return Math.round(base / 2 + (random() * base) / 2);
 }

@@ -55,7 +55,15 @@ interface Waiter {
 }
 
 /** Errors after which reconnecting cannot help. */
-const TERMINAL = new Set(['fenced', 'consumer_identity_conflict', 'closed', 'invalid_input', 'not_found', 'unauthorized', 'forbidden']);
+const TERMINAL = new Set([
+  'fenced',
+  'consumer_identity_conflict',
+  'closed',
+  'invalid_input',
+  'not_found',
+  'unauthorized',
+  'forbidden',
+]);
 
 function asError(err: unknown): Error {
   return err instanceof Error ? err : new Error(String(err));
@@ -93,7 +101,8 @@ class ConsumerRuntime<Tx> implements Consumer {
   }
 
   start(): Promise<void> {
-    if (this.startPromise && !this.stopping && this.state !== 'failed' && this.state !== 'stopped') return this.startPromise;
+    if (this.startPromise && !this.stopping && this.state !== 'failed' && this.state !== 'stopped')
+      return this.startPromise;
     this.stopping = false;
     this.stopPromise = null;
     this.lastError = null;
@@ -172,7 +181,10 @@ class ConsumerRuntime<Tx> implements Consumer {
         this.m.add('reconnects');
         this.state = 'idle';
         this.phase = 'reconnecting';
-        await sleep(backoffDelay(this.failures, this.o.reconnect.initialDelayMs, this.o.reconnect.maxDelayMs), this.wakeUp.signal);
+        await sleep(
+          backoffDelay(this.failures, this.o.reconnect.initialDelayMs, this.o.reconnect.maxDelayMs),
+          this.wakeUp.signal,
+        );
       }
     }
     await this.closeQuietly(sub);
@@ -198,7 +210,11 @@ class ConsumerRuntime<Tx> implements Consumer {
         const outcome = await batch;
         if (outcome.stop) {
           await sub.fail({
-            error: { name: outcome.stop.error.name, message: outcome.stop.error.message, ...(outcome.stop.error.stack ? { stack: outcome.stop.error.stack } : {}) },
+            error: {
+              name: outcome.stop.error.name,
+              message: outcome.stop.error.message,
+              ...(outcome.stop.error.stack ? { stack: outcome.stop.error.stack } : {}),
+            },
             event: pick(outcome.stop.event),
           });
           this.finish('failed', outcome.stop.error, outcome.stop.event);
@@ -212,7 +228,11 @@ class ConsumerRuntime<Tx> implements Consumer {
     }
   }
 
-  private async runBatch(sub: Subscription, events: RecordedEvent[], redelivery: boolean): Promise<BatchOutcome> {
+  private async runBatch(
+    sub: Subscription,
+    events: RecordedEvent[],
+    redelivery: boolean,
+  ): Promise<BatchOutcome> {
     this.m.add('delivered', events.length);
     const outcome = await processBatch(
       { options: this.o, epoch: sub.epoch, park: (position, info) => sub.park(position, info) },
@@ -289,7 +309,13 @@ class ConsumerRuntime<Tx> implements Consumer {
   }
 
   status(): ConsumerRuntimeStatus {
-    const s: ConsumerRuntimeStatus = { name: this.o.name, state: this.state, phase: this.phase, position: this.acked, epoch: this.epoch };
+    const s: ConsumerRuntimeStatus = {
+      name: this.o.name,
+      state: this.state,
+      phase: this.phase,
+      position: this.acked,
+      epoch: this.epoch,
+    };
     if (this.lastError) {
       const e = this.lastError;
       s.lastError = { name: e.name, message: e.message, ...(isIdemError(e) ? { code: e.code } : {}) };
@@ -318,7 +344,13 @@ class ConsumerRuntime<Tx> implements Consumer {
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {
       timer = setTimeout(
-        () => reject(new IdemError('unavailable', `consumer "${this.o.name}" did not catch up with position ${head} within ${options.timeoutMs} ms`)),
+        () =>
+          reject(
+            new IdemError(
+              'unavailable',
+              `consumer "${this.o.name}" did not catch up with position ${head} within ${options.timeoutMs} ms`,
+            ),
+          ),
         options.timeoutMs,
       );
     });
@@ -334,7 +366,9 @@ class ConsumerRuntime<Tx> implements Consumer {
     if (this.batchInFlight) return;
     for (const w of this.waiters) {
       const ok =
-        this.acked >= w.head || this.caughtUpAt >= w.head || (w.lastMatching !== null && this.acked >= w.lastMatching);
+        this.acked >= w.head ||
+        this.caughtUpAt >= w.head ||
+        (w.lastMatching !== null && this.acked >= w.lastMatching);
       if (ok) {
         this.waiters.delete(w);
         w.resolve();

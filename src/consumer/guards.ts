@@ -53,7 +53,10 @@ function customGuard(g: CustomKeyGuard, field: string): KeyGuard {
     key(e) {
       const k: unknown = g.key(e);
       if (typeof k !== 'string' || k.length === 0) {
-        throw new InvalidInputError(`event ${e.id} (${e.stream} v${e.version}) guard "${name}"`, 'must return a non-empty string key');
+        throw new InvalidInputError(
+          `event ${e.id} (${e.stream} v${e.version}) guard "${name}"`,
+          'must return a non-empty string key',
+        );
       }
       return `${name}:${k}`;
     },
@@ -74,7 +77,11 @@ export function normalizeGuards(guard: Guard | Guard[] | undefined, field = 'gua
       set.entityVersion = true;
       kg = null;
     } else if (g !== null && typeof g === 'object' && typeof g.key === 'function') kg = customGuard(g, f);
-    else throw new InvalidInputError(f, "must be 'event-id', 'command-id', 'entity-version' or { key: (event) => string }");
+    else
+      throw new InvalidInputError(
+        f,
+        "must be 'event-id', 'command-id', 'entity-version' or { key: (event) => string }",
+      );
     if (kg) {
       if (labels.has(kg.label)) throw new InvalidInputError(f, `repeats the guard "${kg.label}"`);
       labels.add(kg.label);

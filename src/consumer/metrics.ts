@@ -46,7 +46,9 @@ export interface ConsumerMetricsSnapshot {
   checkpointLag: { events: number; seconds: number };
 }
 
-const LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
+const LATENCY_BUCKETS = [
+  0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60,
+];
 
 class Latency {
   count = 0;
@@ -58,11 +60,25 @@ class Latency {
     if (seconds > this.max) this.max = seconds;
   }
   summary(): LatencySummary {
-    return { count: this.count, sumSeconds: this.sum, maxSeconds: this.max, meanSeconds: this.count ? this.sum / this.count : 0 };
+    return {
+      count: this.count,
+      sumSeconds: this.sum,
+      maxSeconds: this.max,
+      meanSeconds: this.count ? this.sum / this.count : 0,
+    };
   }
 }
 
-type CounterName = 'delivered' | 'processed' | 'duplicates' | 'gaps' | 'recovered' | 'deadLetters' | 'parked' | 'reconnects' | 'batches';
+type CounterName =
+  | 'delivered'
+  | 'processed'
+  | 'duplicates'
+  | 'gaps'
+  | 'recovered'
+  | 'deadLetters'
+  | 'parked'
+  | 'reconnects'
+  | 'batches';
 
 const COUNTER_HELP: Record<CounterName, [string, string]> = {
   delivered: ['delivered_total', 'Events delivered to the consumer, duplicates included'],
@@ -125,12 +141,20 @@ export class ConsumerMetrics {
     const counters = {} as Record<CounterName, Counter<'consumer'>>;
     for (const key of Object.keys(COUNTER_HELP) as CounterName[]) {
       const [suffix, help] = COUNTER_HELP[key];
-      counters[key] = metric(registry, p + suffix, () => new Counter({ name: p + suffix, help, labelNames, registers }));
+      counters[key] = metric(
+        registry,
+        p + suffix,
+        () => new Counter({ name: p + suffix, help, labelNames, registers }),
+      );
     }
     const gauge = (suffix: string, help: string): Gauge<'consumer'> =>
       metric(registry, p + suffix, () => new Gauge({ name: p + suffix, help, labelNames, registers }));
     const histogram = (suffix: string, help: string): Histogram<'consumer'> =>
-      metric(registry, p + suffix, () => new Histogram({ name: p + suffix, help, labelNames, registers, buckets: LATENCY_BUCKETS }));
+      metric(
+        registry,
+        p + suffix,
+        () => new Histogram({ name: p + suffix, help, labelNames, registers, buckets: LATENCY_BUCKETS }),
+      );
     this.prom = {
       counters,
       handler: histogram('handler_seconds', 'Handler latency per event'),

@@ -7,7 +7,11 @@ import { normalizeFilter, type EventFilter } from '../core/filter.js';
 import type { StartFrom } from '../core/subscription.js';
 import { validateConsumerName } from '../core/validation.js';
 import { normalizeGuards, type Guard, type GuardSet } from './guards.js';
-import { resolveConsumerEffects, type ConsumerEffects, type ConsumerEffectsOptions } from '../effects/consumerEffects.js';
+import {
+  resolveConsumerEffects,
+  type ConsumerEffects,
+  type ConsumerEffectsOptions,
+} from '../effects/consumerEffects.js';
 import type { EffectCallOptions, EffectWrite } from '../core/effectTypes.js';
 
 /** What a handler gets besides the event. */
@@ -56,7 +60,12 @@ export interface BatchHandlerContext<Tx> {
   /** As `HandlerContext.addOnce`. */
   addOnce(counter: string, member: string, amount?: number): Promise<boolean>;
   /** As `HandlerContext.effect`, for one of the events (its id is the default key). */
-  effect(event: RecordedEvent, kind: string, payload: unknown, options?: EffectCallOptions): Promise<EffectWrite>;
+  effect(
+    event: RecordedEvent,
+    kind: string,
+    payload: unknown,
+    options?: EffectCallOptions,
+  ): Promise<EffectWrite>;
   /** The consumer's version from its name (`billing_v3` -> 3), or null for an unversioned name. */
   readonly version: number | null;
   /** What a versioned projection appends to its table names: `_v3` for `billing_v3`, '' without a version. */
@@ -68,7 +77,10 @@ export interface BatchHandlerContext<Tx> {
  * set-shaped writes (one statement per batch). If it throws, the runtime isolates the failing event
  * (see docs/consumers.md, "Batch handlers") and `onError` applies to that event alone.
  */
-export type BatchHandler<Tx> = (events: RecordedEvent[], ctx: BatchHandlerContext<Tx>) => void | Promise<void>;
+export type BatchHandler<Tx> = (
+  events: RecordedEvent[],
+  ctx: BatchHandlerContext<Tx>,
+) => void | Promise<void>;
 
 export interface ErrorPolicy {
   /** Tries per event, the first included. @default 3 */
@@ -172,16 +184,24 @@ function intOption(value: unknown, field: string, min: number, fallback: number)
 export const DEFAULT_CATCH_UP_BATCH = 2000;
 
 function resolveBatch(batch: BatchOptions | undefined): Required<BatchOptions> {
-  if (batch !== undefined && (batch === null || typeof batch !== 'object')) throw new InvalidInputError('batch', 'must be an object');
+  if (batch !== undefined && (batch === null || typeof batch !== 'object'))
+    throw new InvalidInputError('batch', 'must be an object');
   const size = intOption(batch?.size, 'batch.size', 1, 500);
-  const catchUpSize = intOption(batch?.catchUpSize, 'batch.catchUpSize', 1, Math.max(DEFAULT_CATCH_UP_BATCH, size));
-  if (catchUpSize < size) throw new InvalidInputError('batch.catchUpSize', `must be at least batch.size (${size})`);
+  const catchUpSize = intOption(
+    batch?.catchUpSize,
+    'batch.catchUpSize',
+    1,
+    Math.max(DEFAULT_CATCH_UP_BATCH, size),
+  );
+  if (catchUpSize < size)
+    throw new InvalidInputError('batch.catchUpSize', `must be at least batch.size (${size})`);
   return { size, catchUpSize, maxWaitMs: intOption(batch?.maxWaitMs, 'batch.maxWaitMs', 0, 0) };
 }
 
 /** Checks the options and fills in defaults; bad input throws `InvalidInputError` naming the field. */
 export function resolveOptions<Tx>(options: ConsumerOptions<Tx>): ResolvedOptions<Tx> {
-  if (options === null || typeof options !== 'object') throw new InvalidInputError('options', 'must be an object');
+  if (options === null || typeof options !== 'object')
+    throw new InvalidInputError('options', 'must be an object');
   const name = validateConsumerName(options.name, 'name');
   const source = options.source as EventStore | undefined;
   if (!source || typeof source.subscribe !== 'function') {
@@ -201,23 +221,31 @@ export function resolveOptions<Tx>(options: ConsumerOptions<Tx>): ResolvedOption
   } else if (typeof handle !== 'function') throw new InvalidInputError('handle', 'must be a function');
   const e = options.onError ?? {};
   const then = e.then ?? 'stop';
-  if (then !== 'stop' && then !== 'dead-letter') throw new InvalidInputError('onError.then', "must be 'stop' or 'dead-letter'");
+  if (then !== 'stop' && then !== 'dead-letter')
+    throw new InvalidInputError('onError.then', "must be 'stop' or 'dead-letter'");
   const backoff = e.backoff ?? 'exponential';
   if (backoff !== 'exponential' && backoff !== 'none') {
     throw new InvalidInputError('onError.backoff', "must be 'exponential' or 'none'");
   }
   const gaps = options.gaps ?? 'recover';
-  if (gaps !== 'recover' && gaps !== 'fail') throw new InvalidInputError('gaps', "must be 'recover' or 'fail'");
+  if (gaps !== 'recover' && gaps !== 'fail')
+    throw new InvalidInputError('gaps', "must be 'recover' or 'fail'");
   const from = options.from ?? 'start';
-  if (from !== 'start' && from !== 'end' && !(typeof from === 'number' && Number.isSafeInteger(from) && from >= 0)) {
+  if (
+    from !== 'start' &&
+    from !== 'end' &&
+    !(typeof from === 'number' && Number.isSafeInteger(from) && from >= 0)
+  ) {
     throw new InvalidInputError('from', "must be 'start', 'end' or a position >= 0");
   }
   const metrics = options.metrics;
   if (metrics !== undefined && (metrics === null || typeof metrics.registry?.registerMetric !== 'function')) {
     throw new InvalidInputError('metrics.registry', 'must be a prom-client Registry');
   }
-  const leaseTtlMs = options.leaseTtlMs === undefined ? undefined : intOption(options.leaseTtlMs, 'leaseTtlMs', 100, 0);
-  if (options.owner !== undefined && typeof options.owner !== 'string') throw new InvalidInputError('owner', 'must be a string');
+  const leaseTtlMs =
+    options.leaseTtlMs === undefined ? undefined : intOption(options.leaseTtlMs, 'leaseTtlMs', 100, 0);
+  if (options.owner !== undefined && typeof options.owner !== 'string')
+    throw new InvalidInputError('owner', 'must be a string');
   return {
     name,
     source,

@@ -89,7 +89,11 @@ function asError(err: unknown): Error {
  * the first failing event, and the batch then runs once more with that event handled alone (with its
  * retries and `onError`) between the events before and after it.
  */
-export async function processBatch<Tx>(deps: BatchDeps<Tx>, events: RecordedEvent[], redelivery: boolean): Promise<BatchOutcome> {
+export async function processBatch<Tx>(
+  deps: BatchDeps<Tx>,
+  events: RecordedEvent[],
+  redelivery: boolean,
+): Promise<BatchOutcome> {
   let tried: Map<number, Tried> | null = null;
   for (;;) {
     try {
@@ -150,7 +154,8 @@ function runBatch<Tx>(
         : new Map<string, number>();
     const versions = new Map<string, number>();
     const lastApplied = (stream: string): number => versions.get(stream) ?? applied.get(stream) ?? 0;
-    const appliedAlready = (e: RecordedEvent): boolean => o.guards.entityVersion && e.version <= lastApplied(e.stream);
+    const appliedAlready = (e: RecordedEvent): boolean =>
+      o.guards.entityVersion && e.version <= lastApplied(e.stream);
     // The ledger is asked only about events the entity versions do not already call duplicates
     // (versions only grow within a batch, so such an event stays a duplicate whatever the ledger says).
     const lookup: string[] = [];
@@ -163,10 +168,17 @@ function runBatch<Tx>(
     const parks: { position: number; info: ParkInfo }[] = [];
     const parkedBehind = new Set<string>();
 
-    const isDuplicate = (e: RecordedEvent, keys: string[]): boolean => keys.some((k) => seen.has(k)) || appliedAlready(e);
+    const isDuplicate = (e: RecordedEvent, keys: string[]): boolean =>
+      keys.some((k) => seen.has(k)) || appliedAlready(e);
 
-    const addOnce = (counter: string, member: string, amount = 1): Promise<boolean> => t.addOnce(counter, member, amount);
-    const effect = (e: RecordedEvent, kind: string, payload: unknown, options?: EffectCallOptions): Promise<EffectWrite> =>
+    const addOnce = (counter: string, member: string, amount = 1): Promise<boolean> =>
+      t.addOnce(counter, member, amount);
+    const effect = (
+      e: RecordedEvent,
+      kind: string,
+      payload: unknown,
+      options?: EffectCallOptions,
+    ): Promise<EffectWrite> =>
       o.effects
         ? o.effects.write(t.tx, e, kind, payload, options)
         : Promise.reject(new InvalidInputError('effect', `the ${o.target.kind} target has no effect outbox`));
@@ -273,7 +285,11 @@ function runBatch<Tx>(
      * the batch handler; or alone in a savepoint with its retries, when it failed before or `handle` is
      * on the slow path. Returns the failure once its attempts are used up.
      */
-    const apply = (e: RecordedEvent, keys: string[], recovered: boolean): Failure | null | Promise<Failure | null> => {
+    const apply = (
+      e: RecordedEvent,
+      keys: string[],
+      recovered: boolean,
+    ): Failure | null | Promise<Failure | null> => {
       const before = tried?.get(e.position);
       if (o.handleBatch && !before) {
         pending.push({ e, recovered });
@@ -303,7 +319,12 @@ function runBatch<Tx>(
     };
 
     /** The fast path's end for a handler that returned a promise. */
-    const settle = async (r: Promise<void>, e: RecordedEvent, keys: string[], started: number): Promise<null> => {
+    const settle = async (
+      r: Promise<void>,
+      e: RecordedEvent,
+      keys: string[],
+      started: number,
+    ): Promise<null> => {
       try {
         await r;
       } catch (err) {
@@ -313,10 +334,16 @@ function runBatch<Tx>(
     };
 
     /** `apply` on the slow path, after any staged events: in a savepoint, with its retries. */
-    const applyAlone = async (e: RecordedEvent, keys: string[], recovered: boolean, before: Tried | undefined): Promise<Failure | null> => {
+    const applyAlone = async (
+      e: RecordedEvent,
+      keys: string[],
+      recovered: boolean,
+      before: Tried | undefined,
+    ): Promise<Failure | null> => {
       await flush();
       let attempt = before?.attempts ?? 0;
-      if (before && attempt >= o.onError.attempts) return { error: before.error, attempts: attempt, fatal: false };
+      if (before && attempt >= o.onError.attempts)
+        return { error: before.error, attempts: attempt, fatal: false };
       for (;;) {
         if (attempt > 0 && o.onError.backoff === 'exponential') {
           await sleep(backoffDelay(attempt, o.onError.initialDelayMs, o.onError.maxDelayMs));
@@ -340,11 +367,17 @@ function runBatch<Tx>(
     const recoverGap = async (e: RecordedEvent, current: number): Promise<Failure | null> => {
       const need = e.version - current - 1;
       const missing: RecordedEvent[] = [];
-      for await (const m of o.source.readStream(e.stream, { fromVersion: current + 1, limit: need })) missing.push(m);
+      for await (const m of o.source.readStream(e.stream, { fromVersion: current + 1, limit: need }))
+        missing.push(m);
       const complete = missing.length === need && missing.every((m, i) => m.version === current + 1 + i);
       if (!complete) {
         tally.gaps++;
-        const error = new VersionGapError(e.stream, current + 1, e.version, 'the store does not have the missing versions');
+        const error = new VersionGapError(
+          e.stream,
+          current + 1,
+          e.version,
+          'the store does not have the missing versions',
+        );
         return { error, attempts: 0, fatal: true };
       }
       // Versions outside the consumer's filter are not input it missed: they only move the version on.
@@ -354,7 +387,11 @@ function runBatch<Tx>(
       }
       tally.gaps++;
       if (o.gaps === 'fail') {
-        return { error: new VersionGapError(e.stream, current + 1, e.version, "gaps: 'fail'"), attempts: 0, fatal: true };
+        return {
+          error: new VersionGapError(e.stream, current + 1, e.version, "gaps: 'fail'"),
+          attempts: 0,
+          fatal: true,
+        };
       }
       for (const m of missing) {
         if (!matchesFilter(o.filter, m)) {
@@ -405,7 +442,11 @@ function runBatch<Tx>(
         const attempts = Math.max(1, failure.attempts);
         parks.push({
           position: e.position,
-          info: { reason: `handler failed after ${attempts} attempt(s)`, error: errorInfo(failure.error), attempts },
+          info: {
+            reason: `handler failed after ${attempts} attempt(s)`,
+            error: errorInfo(failure.error),
+            attempts,
+          },
         });
         parkedBehind.add(e.stream);
         tally.deadLetters++;

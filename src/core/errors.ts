@@ -26,7 +26,12 @@ export class IdemError extends Error {
   /** Structured facts about the failure (field names, versions, ...), safe to serialise. */
   readonly details: Readonly<Record<string, unknown>>;
 
-  constructor(code: ErrorCode, message: string, details: Record<string, unknown> = {}, options?: { cause?: unknown }) {
+  constructor(
+    code: ErrorCode,
+    message: string,
+    details: Record<string, unknown> = {},
+    options?: { cause?: unknown },
+  ) {
     super(message, options);
     this.name = 'IdemError';
     this.code = code;

@@ -13,7 +13,8 @@ export function parseExpectedVersion(value: unknown, field = 'expectedVersion'):
   if (value === undefined) return 'any';
   if (value === 'any' || value === 'no_stream' || value === 'stream_exists') return value;
   if (typeof value === 'number' && Number.isSafeInteger(value) && value >= 0) return value;
-  if (typeof value === 'string' && /^\d+$/.test(value) && Number.isSafeInteger(Number(value))) return Number(value);
+  if (typeof value === 'string' && /^\d+$/.test(value) && Number.isSafeInteger(Number(value)))
+    return Number(value);
   throw new InvalidInputError(field, `must be 'any', 'no_stream', 'stream_exists' or an integer >= 0`);
 }
 

@@ -15,11 +15,15 @@ export interface EventFilter {
 /** A filter with sorted, de-duplicated lists and no empty ones; equal filters normalise equally. */
 export function normalizeFilter(filter: EventFilter | undefined, field = 'filter'): EventFilter {
   if (filter === undefined || filter === null) return {};
-  if (typeof filter !== 'object' || Array.isArray(filter)) throw new InvalidInputError(field, 'must be an object');
+  if (typeof filter !== 'object' || Array.isArray(filter))
+    throw new InvalidInputError(field, 'must be an object');
   const out: EventFilter = {};
   for (const key of Object.keys(filter)) {
     if (key !== 'types' && key !== 'categories' && key !== 'streamPrefixes') {
-      throw new InvalidInputError(`${field}.${key}`, 'is not a filter field (types, categories, streamPrefixes)');
+      throw new InvalidInputError(
+        `${field}.${key}`,
+        'is not a filter field (types, categories, streamPrefixes)',
+      );
     }
   }
   for (const key of ['types', 'categories', 'streamPrefixes'] as const) {
@@ -46,7 +50,10 @@ export function sameFilter(a: EventFilter | undefined, b: EventFilter | undefine
   return filterKey(a) === filterKey(b);
 }
 
-export function matchesFilter(filter: EventFilter | undefined, event: { stream: string; type: string }): boolean {
+export function matchesFilter(
+  filter: EventFilter | undefined,
+  event: { stream: string; type: string },
+): boolean {
   if (!filter) return true;
   const { types, categories, streamPrefixes } = filter;
   if (types && types.length > 0 && !types.includes(event.type)) return false;

@@ -35,17 +35,23 @@ export function resolveIdempotentAppend(
       );
     }
     if (old.stream !== stream) {
-      throw new IdempotencyConflictError(`event ${e.id} is already stored in stream "${old.stream}", not "${stream}"`, {
-        id: e.id,
-        stream,
-        existingStream: old.stream,
-      });
+      throw new IdempotencyConflictError(
+        `event ${e.id} is already stored in stream "${old.stream}", not "${stream}"`,
+        {
+          id: e.id,
+          stream,
+          existingStream: old.stream,
+        },
+      );
     }
     if (old.contentKey !== e.contentKey) {
-      throw new IdempotencyConflictError(`event ${e.id} is already stored in "${stream}" with other content`, {
-        id: e.id,
-        stream,
-      });
+      throw new IdempotencyConflictError(
+        `event ${e.id} is already stored in "${stream}" with other content`,
+        {
+          id: e.id,
+          stream,
+        },
+      );
     }
     found.push(old);
   }

@@ -64,7 +64,8 @@ export class MemoryEventStore implements EventStore {
     const duplicate = resolveIdempotentAppend(stream, prepared, existing);
     if (duplicate) return duplicate;
     const history = this.streams.get(stream) ?? [];
-    if (!satisfies(expected, history.length)) throw new WrongExpectedVersionError(stream, expected, history.length);
+    if (!satisfies(expected, history.length))
+      throw new WrongExpectedVersionError(stream, expected, history.length);
     const recordedAt = new Date().toISOString();
     const firstPosition = this.log.length + 1;
     prepared.forEach((e, i) => {

@@ -34,7 +34,8 @@ export class MemorySubscriptionState implements SubscriptionStateBackend {
   register(name: string, filter: EventFilter, startPosition: number): Promise<RegisterResult> {
     const row = this.consumers.get(name);
     if (row) {
-      if (!sameFilter(row.filter, filter)) return ok({ ok: false, reason: 'identity_conflict', existingFilter: clone(row.filter) });
+      if (!sameFilter(row.filter, filter))
+        return ok({ ok: false, reason: 'identity_conflict', existingFilter: clone(row.filter) });
       return ok({ ok: true, created: false, state: this.state(row) });
     }
     const at = this.iso();
@@ -58,7 +59,8 @@ export class MemorySubscriptionState implements SubscriptionStateBackend {
   acquire(name: string, owner: string, ttlMs: number): Promise<AcquireResult> {
     const row = this.consumers.get(name);
     if (!row) return ok({ ok: false, reason: 'not_found' });
-    if (this.leaseLive(row)) return ok({ ok: false, reason: 'busy', owner: row.owner, leaseExpiresAt: row.leaseExpiresAt });
+    if (this.leaseLive(row))
+      return ok({ ok: false, reason: 'busy', owner: row.owner, leaseExpiresAt: row.leaseExpiresAt });
     row.epoch += 1;
     row.owner = owner;
     row.leaseExpiresAt = new Date(this.now() + ttlMs).toISOString();
@@ -113,15 +115,20 @@ export class MemorySubscriptionState implements SubscriptionStateBackend {
     const letters = this.letters.get(name) ?? new Map<string, DeadLetterRecord>();
     this.letters.set(name, letters);
     const { event } = request;
-    const sameStream = [...letters.values()].filter((l) => l.event.stream === event.stream && isActive(l.status));
+    const sameStream = [...letters.values()].filter(
+      (l) => l.event.stream === event.stream && isActive(l.status),
+    );
     const earlier = sameStream.filter((l) => l.event.position < event.position && l.event.id !== event.id);
     earlier.sort((a, b) => a.event.position - b.event.position);
     const existing = letters.get(event.id);
     if (request.mode === 'behind') {
-      if (existing && isActive(existing.status)) return ok({ ok: true, parked: true, record: clone(existing) });
+      if (existing && isActive(existing.status))
+        return ok({ ok: true, parked: true, record: clone(existing) });
       const first = earlier[0];
       if (!first) return ok({ ok: true, parked: false, record: null });
-      const status: DeadLetterStatus = sameStream.some((l) => l.status === 'retrying') ? 'retrying' : 'parked';
+      const status: DeadLetterStatus = sameStream.some((l) => l.status === 'retrying')
+        ? 'retrying'
+        : 'parked';
       const record = this.newRecord(name, event, request, status, first.event.id);
       letters.set(event.id, record);
       return ok({ ok: true, parked: true, record: clone(record) });
@@ -156,13 +163,16 @@ export class MemorySubscriptionState implements SubscriptionStateBackend {
   }
 
   list(): Promise<ConsumerState[]> {
-    return ok([...this.consumers.values()].sort((a, b) => (a.name < b.name ? -1 : 1)).map((r) => this.state(r)));
+    return ok(
+      [...this.consumers.values()].sort((a, b) => (a.name < b.name ? -1 : 1)).map((r) => this.state(r)),
+    );
   }
 
   reset(name: string, position: number): Promise<AdminResult> {
     const row = this.consumers.get(name);
     if (!row) return ok({ ok: false, reason: 'not_found' });
-    if (this.leaseLive(row)) return ok({ ok: false, reason: 'busy', owner: row.owner, leaseExpiresAt: row.leaseExpiresAt });
+    if (this.leaseLive(row))
+      return ok({ ok: false, reason: 'busy', owner: row.owner, leaseExpiresAt: row.leaseExpiresAt });
     row.position = position;
     row.updatedAt = this.iso();
     return ok({ ok: true });
@@ -171,7 +181,8 @@ export class MemorySubscriptionState implements SubscriptionStateBackend {
   delete(name: string): Promise<AdminResult> {
     const row = this.consumers.get(name);
     if (!row) return ok({ ok: false, reason: 'not_found' });
-    if (this.leaseLive(row)) return ok({ ok: false, reason: 'busy', owner: row.owner, leaseExpiresAt: row.leaseExpiresAt });
+    if (this.leaseLive(row))
+      return ok({ ok: false, reason: 'busy', owner: row.owner, leaseExpiresAt: row.leaseExpiresAt });
     this.consumers.delete(name);
     this.letters.delete(name);
     return ok({ ok: true });

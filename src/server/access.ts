@@ -6,7 +6,10 @@ import type { Principal, Scope } from './tokens.js';
 
 export function requireScope(p: Principal, scope: Scope): void {
   if (!p.scopes.has(scope)) {
-    throw new IdemError('forbidden', `token "${p.name}" lacks the "${scope}" scope`, { scope, token: p.name });
+    throw new IdemError('forbidden', `token "${p.name}" lacks the "${scope}" scope`, {
+      scope,
+      token: p.name,
+    });
   }
 }
 

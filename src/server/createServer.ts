@@ -52,8 +52,13 @@ export async function createServer(options: ServerOptions): Promise<IdemServer> 
   const { store } = options;
   if (!store) throw new IdemError('invalid_input', 'store: is required', { field: 'store' });
   const storeLimits = (store as { limits?: Partial<ServerLimits> }).limits ?? {};
-  const limits: ServerLimits = { ...DEFAULT_SERVER_LIMITS, ...pickStoreLimits(storeLimits), ...options.limits };
-  const tokens = options.tokens instanceof TokenRegistry ? options.tokens : new TokenRegistry(options.tokens ?? []);
+  const limits: ServerLimits = {
+    ...DEFAULT_SERVER_LIMITS,
+    ...pickStoreLimits(storeLimits),
+    ...options.limits,
+  };
+  const tokens =
+    options.tokens instanceof TokenRegistry ? options.tokens : new TokenRegistry(options.tokens ?? []);
   const metrics = new ServerMetrics(options.metricsRegistries ?? []);
   const ctx: RouteContext = { store, limits, metrics };
   const heartbeatMs = options.heartbeatMs ?? 3000;
@@ -69,7 +74,9 @@ export async function createServer(options: ServerOptions): Promise<IdemServer> 
     frameworkErrors: (err, _req, reply) => {
       const e =
         err.code === 'FST_ERR_MAX_PARAM_LENGTH'
-          ? new IdemError('too_large', 'url: a path segment is longer than the server accepts', { field: 'url' })
+          ? new IdemError('too_large', 'url: a path segment is longer than the server accepts', {
+              field: 'url',
+            })
           : new InvalidInputError('url', 'is not a well-formed URL path');
       void (reply as FastifyReply).code(e.code === 'too_large' ? 414 : 400).send(errorBody(e));
     },
@@ -98,7 +105,9 @@ export async function createServer(options: ServerOptions): Promise<IdemServer> 
     return reply.code(status).send(errorBody(e));
   });
   app.setNotFoundHandler((req, reply) => {
-    const e = new IdemError('not_found', `no route ${req.method} ${req.url.split('?')[0]}`, { what: 'route' });
+    const e = new IdemError('not_found', `no route ${req.method} ${req.url.split('?')[0]}`, {
+      what: 'route',
+    });
     if (req.headers.upgrade !== undefined) {
       refuseUpgrade(req.raw.socket, 404, JSON.stringify(errorBody(e)));
       return reply.hijack();
@@ -119,7 +128,10 @@ export async function createServer(options: ServerOptions): Promise<IdemServer> 
   });
   app.addHook('preHandler', async (req) => {
     if (req.body !== undefined && nestsDeeperThan(req.body, limits.maxJsonDepth)) {
-      throw new InvalidInputError('body', `must not nest arrays and objects deeper than ${limits.maxJsonDepth} levels`);
+      throw new InvalidInputError(
+        'body',
+        `must not nest arrays and objects deeper than ${limits.maxJsonDepth} levels`,
+      );
     }
   });
   app.addHook('onResponse', async (req, reply) => {
@@ -136,7 +148,13 @@ export async function createServer(options: ServerOptions): Promise<IdemServer> 
     url: '/v1/subscribe',
     config: { scope: 'subscribe' },
     handler: async (_req, reply) =>
-      reply.code(400).send(errorBody(new IdemError('invalid_input', 'upgrade: /v1/subscribe needs a WebSocket upgrade', { field: 'upgrade' }))),
+      reply.code(400).send(
+        errorBody(
+          new IdemError('invalid_input', 'upgrade: /v1/subscribe needs a WebSocket upgrade', {
+            field: 'upgrade',
+          }),
+        ),
+      ),
     wsHandler: (socket, req) => {
       const conn = new SubscriptionConnection(
         socket,

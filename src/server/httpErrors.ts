@@ -76,7 +76,9 @@ export function clientErrorHandler(err: Error & { code?: string }, socket: Duple
   let e: IdemError;
   if (err.code === 'HPE_HEADER_OVERFLOW') {
     status = 431;
-    e = new IdemError('too_large', 'headers: the request line and headers exceed the server limit', { field: 'headers' });
+    e = new IdemError('too_large', 'headers: the request line and headers exceed the server limit', {
+      field: 'headers',
+    });
   } else if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT') {
     status = 408;
     e = new InvalidInputError('request', 'was not received in time');

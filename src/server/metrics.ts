@@ -99,7 +99,14 @@ export class ServerMetrics {
   async render(store: EventStore): Promise<string> {
     this.head.set(await store.headPosition());
     const consumers = await store.consumers.list();
-    for (const g of [this.consumerPosition, this.consumerLag, this.consumerLagSeconds, this.consumerParked, this.consumerStatus, this.consumerEpoch]) {
+    for (const g of [
+      this.consumerPosition,
+      this.consumerLag,
+      this.consumerLagSeconds,
+      this.consumerParked,
+      this.consumerStatus,
+      this.consumerEpoch,
+    ]) {
       g.reset();
     }
     for (const c of consumers) {
@@ -109,7 +116,8 @@ export class ServerMetrics {
       this.consumerLagSeconds.set(labels, c.lagSeconds);
       this.consumerParked.set(labels, c.parked);
       this.consumerEpoch.set(labels, c.epoch);
-      for (const s of STATUSES) this.consumerStatus.set({ consumer: c.name, status: s }, c.status === s ? 1 : 0);
+      for (const s of STATUSES)
+        this.consumerStatus.set({ consumer: c.name, status: s }, c.status === s ? 1 : 0);
     }
     if (this.extra.length === 0) return this.registry.metrics();
     return Registry.merge([this.registry, ...this.extra]).metrics();

@@ -78,7 +78,8 @@ export interface PingRequest {
   req?: RequestId;
 }
 
-export type ClientMessage = SubscribeRequest | MoreRequest | AckRequest | ParkRequest | FailRequest | UnsubscribeRequest | PingRequest;
+export type ClientMessage =
+  SubscribeRequest | MoreRequest | AckRequest | ParkRequest | FailRequest | UnsubscribeRequest | PingRequest;
 
 // ---- server -> client ----
 

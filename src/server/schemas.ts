@@ -21,7 +21,10 @@ export function parseWith<T>(schema: z.ZodType<T>, value: unknown, root: string,
   if (r.success) return r.data;
   const issue = r.error.issues[0]!;
   if (issue.code === 'unrecognized_keys') {
-    throw new InvalidInputError(fieldPath(root, [...issue.path, issue.keys[0] ?? '?'], whole), 'is not a known field');
+    throw new InvalidInputError(
+      fieldPath(root, [...issue.path, issue.keys[0] ?? '?'], whole),
+      'is not a known field',
+    );
   }
   throw new InvalidInputError(fieldPath(root, issue.path, whole), issue.message);
 }
@@ -79,8 +82,19 @@ export const clientMessageSchema = z.discriminatedUnion(
       req: requestId.optional(),
     }),
     z.strictObject({ type: z.literal('more'), sub: subId, messages: posInt.max(1_000_000) }),
-    z.strictObject({ type: z.literal('ack'), sub: subId, position: engineChecked, req: requestId.optional() }),
-    z.strictObject({ type: z.literal('park'), sub: subId, position: engineChecked, info: engineChecked, req: requestId.optional() }),
+    z.strictObject({
+      type: z.literal('ack'),
+      sub: subId,
+      position: engineChecked,
+      req: requestId.optional(),
+    }),
+    z.strictObject({
+      type: z.literal('park'),
+      sub: subId,
+      position: engineChecked,
+      info: engineChecked,
+      req: requestId.optional(),
+    }),
     z.strictObject({ type: z.literal('fail'), sub: subId, info: engineChecked, req: requestId.optional() }),
     z.strictObject({ type: z.literal('unsubscribe'), sub: subId, req: requestId.optional() }),
     z.strictObject({ type: z.literal('ping'), req: requestId.optional() }),
@@ -94,15 +108,22 @@ type Query = Record<string, unknown>;
 
 export function checkQueryKeys(query: Query, allowed: readonly string[]): void {
   for (const key of Object.keys(query)) {
-    if (!allowed.includes(key)) throw new InvalidInputError(key, `is not a query parameter here (${allowed.join(', ')})`);
+    if (!allowed.includes(key))
+      throw new InvalidInputError(key, `is not a query parameter here (${allowed.join(', ')})`);
   }
 }
 
 /** An integer query parameter `>= min`, or undefined when absent. */
-export function intQuery(query: Query, name: string, min: number, max = Number.MAX_SAFE_INTEGER): number | undefined {
+export function intQuery(
+  query: Query,
+  name: string,
+  min: number,
+  max = Number.MAX_SAFE_INTEGER,
+): number | undefined {
   const v = query[name];
   if (v === undefined) return undefined;
-  if (typeof v !== 'string' || !/^\d{1,16}$/.test(v)) throw new InvalidInputError(name, `must be an integer >= ${min}`);
+  if (typeof v !== 'string' || !/^\d{1,16}$/.test(v))
+    throw new InvalidInputError(name, `must be an integer >= ${min}`);
   const n = Number(v);
   if (!Number.isSafeInteger(n) || n < min) throw new InvalidInputError(name, `must be an integer >= ${min}`);
   if (n > max) throw new InvalidInputError(name, `must be at most ${max}`);

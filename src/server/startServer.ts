@@ -27,7 +27,10 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
   const host = options.host ?? '127.0.0.1';
   const port = options.port ?? 4680;
   if (!Number.isInteger(port) || port < 0 || port > 65535) {
-    throw new IdemError('invalid_input', 'port: must be an integer 0-65535', { field: 'port', rule: 'must be an integer 0-65535' });
+    throw new IdemError('invalid_input', 'port: must be an integer 0-65535', {
+      field: 'port',
+      rule: 'must be an integer 0-65535',
+    });
   }
   const server = await createServer(options);
   if (!isLoopback(host) && !server.tokens.enabled) {

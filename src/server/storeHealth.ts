@@ -23,8 +23,15 @@ function isMigrationAware(store: unknown): store is MigrationAware {
   return typeof (store as Partial<MigrationAware>).migrationStatus === 'function';
 }
 
-export async function checkHealth(store: EventStore, migrations?: () => MigrationStatus | Promise<MigrationStatus>): Promise<HealthReport> {
-  const report: HealthReport = { status: 'ok', store: { ok: true }, migrations: { ok: true, checked: false } };
+export async function checkHealth(
+  store: EventStore,
+  migrations?: () => MigrationStatus | Promise<MigrationStatus>,
+): Promise<HealthReport> {
+  const report: HealthReport = {
+    status: 'ok',
+    store: { ok: true },
+    migrations: { ok: true, checked: false },
+  };
   try {
     report.store.head = await store.headPosition();
   } catch (err) {

@@ -12,7 +12,13 @@ import { requireFilterWithin, requireScope } from './access.js';
 import { toIdemError, wireError } from './httpErrors.js';
 import { nestsDeeperThan } from './jsonDepth.js';
 import type { ServerMetrics } from './metrics.js';
-import { PROTOCOL_VERSION, type ClientMessage, type RequestId, type ServerMessage, type SubscribeRequest } from './protocol.js';
+import {
+  PROTOCOL_VERSION,
+  type ClientMessage,
+  type RequestId,
+  type ServerMessage,
+  type SubscribeRequest,
+} from './protocol.js';
 import { clientMessageSchema, parseWith } from './schemas.js';
 import type { Principal } from './tokens.js';
 
@@ -106,7 +112,8 @@ export class SubscriptionConnection {
       } catch {
         throw new InvalidInputError('message', 'must be valid JSON');
       }
-      if (nestsDeeperThan(raw, 32)) throw new InvalidInputError('message', 'must not nest deeper than 32 levels');
+      if (nestsDeeperThan(raw, 32))
+        throw new InvalidInputError('message', 'must not nest deeper than 32 levels');
       const msg = parseWith(clientMessageSchema, raw, '', 'message') as ClientMessage;
       this.dispatch(msg);
     } catch (err) {
@@ -148,7 +155,11 @@ export class SubscriptionConnection {
       case 'unsubscribe': {
         const a = this.subs.get(msg.sub);
         if (!a) {
-          this.sendError(new InvalidInputError('sub', `no subscription "${msg.sub}" on this connection`), msg.req, msg.sub);
+          this.sendError(
+            new InvalidInputError('sub', `no subscription "${msg.sub}" on this connection`),
+            msg.req,
+            msg.sub,
+          );
           return;
         }
         this.endSub(a, 'unsubscribed').then(
@@ -164,11 +175,16 @@ export class SubscriptionConnection {
     requireScope(this.principal, 'subscribe');
     const filter = normalizeFilter(msg.filter);
     requireFilterWithin(this.principal, filter, 'a subscription');
-    if (this.subs.has(msg.sub)) throw new InvalidInputError('sub', `"${msg.sub}" is already in use on this connection`);
+    if (this.subs.has(msg.sub))
+      throw new InvalidInputError('sub', `"${msg.sub}" is already in use on this connection`);
     if (this.subs.size >= this.ctx.maxSubscriptions) {
-      throw new IdemError('rate_limited', `at most ${this.ctx.maxSubscriptions} subscriptions per connection`, {
-        limit: this.ctx.maxSubscriptions,
-      });
+      throw new IdemError(
+        'rate_limited',
+        `at most ${this.ctx.maxSubscriptions} subscriptions per connection`,
+        {
+          limit: this.ctx.maxSubscriptions,
+        },
+      );
     }
     const a: ActiveSub = {
       id: msg.sub,
@@ -210,7 +226,13 @@ export class SubscriptionConnection {
         return;
       }
       a.subscription = s;
-      const reply: ServerMessage = { type: 'subscribed', sub: a.id, consumer: s.consumer, epoch: s.epoch, position: s.startPosition };
+      const reply: ServerMessage = {
+        type: 'subscribed',
+        sub: a.id,
+        consumer: s.consumer,
+        epoch: s.epoch,
+        position: s.startPosition,
+      };
       if (msg.req !== undefined) reply.req = msg.req;
       this.send(reply);
       a.pump = this.pump(a, s);
@@ -262,7 +284,11 @@ export class SubscriptionConnection {
   }
 
   /** Runs `op` on an established subscription after the operations queued before it, then replies. */
-  private onSub(sub: string, req: RequestId | undefined, op: (s: Subscription, a: ActiveSub) => Promise<void>): void {
+  private onSub(
+    sub: string,
+    req: RequestId | undefined,
+    op: (s: Subscription, a: ActiveSub) => Promise<void>,
+  ): void {
     const a = this.subs.get(sub);
     if (!a) {
       this.sendError(new InvalidInputError('sub', `no subscription "${sub}" on this connection`), req, sub);
@@ -309,7 +335,10 @@ export class SubscriptionConnection {
       [...this.subs.values()].map(async (a) => {
         a.endReason ??= 'disconnected';
         this.wake(a);
-        if (a.subscription) await a.subscription.close().catch((err: unknown) => this.ctx.logError(err, 'closing a subscription failed'));
+        if (a.subscription)
+          await a.subscription
+            .close()
+            .catch((err: unknown) => this.ctx.logError(err, 'closing a subscription failed'));
         else a.abort.abort();
         await a.chain.catch(() => undefined);
         await a.pump;
@@ -343,8 +372,11 @@ export class SubscriptionConnection {
   }
 
   private sendAsync(msg: ServerMessage): Promise<void> {
-    if (this.closed || this.socket.readyState !== this.socket.OPEN) return Promise.reject(new IdemError('closed', 'connection is closed'));
-    return new Promise((resolve, reject) => this.socket.send(JSON.stringify(msg), (err) => (err ? reject(err) : resolve())));
+    if (this.closed || this.socket.readyState !== this.socket.OPEN)
+      return Promise.reject(new IdemError('closed', 'connection is closed'));
+    return new Promise((resolve, reject) =>
+      this.socket.send(JSON.stringify(msg), (err) => (err ? reject(err) : resolve())),
+    );
   }
 }
 

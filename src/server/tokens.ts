@@ -83,7 +83,8 @@ export class TokenRegistry {
 
 function toStored(c: TokenConfig, field: string): StoredToken {
   if (c === null || typeof c !== 'object') throw new InvalidInputError(field, 'must be an object');
-  if (typeof c.name !== 'string' || c.name.length === 0) throw new InvalidInputError(`${field}.name`, 'must be a non-empty string');
+  if (typeof c.name !== 'string' || c.name.length === 0)
+    throw new InvalidInputError(`${field}.name`, 'must be a non-empty string');
   let hex: string;
   if (typeof c.token === 'string' && c.token.length > 0) {
     if (/\s/.test(c.token)) throw new InvalidInputError(`${field}.token`, 'must not contain whitespace');
@@ -98,14 +99,18 @@ function toStored(c: TokenConfig, field: string): StoredToken {
   }
   const scopes = new Set<Scope>();
   c.scopes.forEach((s, i) => {
-    if (!SCOPES.includes(s)) throw new InvalidInputError(`${field}.scopes[${i}]`, `must be one of ${SCOPES.join(', ')}`);
+    if (!SCOPES.includes(s))
+      throw new InvalidInputError(`${field}.scopes[${i}]`, `must be one of ${SCOPES.join(', ')}`);
     scopes.add(s);
   });
   if (scopes.has('admin')) for (const s of SCOPES) scopes.add(s);
   let prefixes: string[] | null = null;
   if (c.streamPrefixes !== undefined) {
     if (!Array.isArray(c.streamPrefixes) || c.streamPrefixes.length === 0) {
-      throw new InvalidInputError(`${field}.streamPrefixes`, 'must be a non-empty array of strings when given');
+      throw new InvalidInputError(
+        `${field}.streamPrefixes`,
+        'must be a non-empty array of strings when given',
+      );
     }
     c.streamPrefixes.forEach((p, i) => {
       if (typeof p !== 'string' || p.length === 0) {
@@ -136,7 +141,8 @@ export function parseTokens(text: string, source = 'tokens'): TokenConfig[] {
       throw new InvalidInputError(source, `is not valid JSON: ${(err as Error).message}`);
     }
     const list = Array.isArray(parsed) ? parsed : (parsed as { tokens?: unknown }).tokens;
-    if (!Array.isArray(list)) throw new InvalidInputError(source, 'must be a JSON array of tokens or { "tokens": [...] }');
+    if (!Array.isArray(list))
+      throw new InvalidInputError(source, 'must be a JSON array of tokens or { "tokens": [...] }');
     return list as TokenConfig[];
   }
   return trimmed
@@ -145,7 +151,11 @@ export function parseTokens(text: string, source = 'tokens'): TokenConfig[] {
     .filter((s) => s.length > 0 && !s.startsWith('#'))
     .map((entry, i): TokenConfig => {
       const m = /^([^=\s]+)=([^:\s]+):([^:\s]+)(?::(\S+))?$/.exec(entry);
-      if (!m) throw new InvalidInputError(`${source}[${i}]`, 'must look like name=secret:scope,scope[:prefix,prefix]');
+      if (!m)
+        throw new InvalidInputError(
+          `${source}[${i}]`,
+          'must look like name=secret:scope,scope[:prefix,prefix]',
+        );
       const config: TokenConfig = { name: m[1]!, token: m[2]!, scopes: m[3]!.split(',') as Scope[] };
       if (m[4] !== undefined) config.streamPrefixes = m[4].split(',');
       return config;

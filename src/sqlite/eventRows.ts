@@ -74,7 +74,11 @@ export function toExistingEvent(row: EventRow): ExistingEvent {
     stream: row.stream,
     version: row.version,
     position: row.position,
-    contentKey: contentKey(row.type, JSON.parse(row.data) as JsonValue, JSON.parse(row.metadata) as JsonObject),
+    contentKey: contentKey(
+      row.type,
+      JSON.parse(row.data) as JsonValue,
+      JSON.parse(row.metadata) as JsonObject,
+    ),
   };
 }
 

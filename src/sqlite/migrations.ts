@@ -44,13 +44,19 @@ export const STORE_MIGRATIONS: Migration[] = [
  * recorded and applies nothing. A file already at the latest version is only read: opening it does
  * not wait for another process's write transaction (a process frozen inside one, say).
  */
-export function runMigrations(db: Database.Database, migrations: readonly Migration[], table = 'idem_schema'): number {
+export function runMigrations(
+  db: Database.Database,
+  migrations: readonly Migration[],
+  table = 'idem_schema',
+): number {
   const latest = migrations.reduce((v, m) => Math.max(v, m.version), 0);
   const found = schemaVersion(db, table);
   // Versions only grow, so a file read at the latest one stays there.
   if (found >= latest && found > 0) return found;
   const apply = db.transaction(() => {
-    db.exec(`CREATE TABLE IF NOT EXISTS ${table} (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)`);
+    db.exec(
+      `CREATE TABLE IF NOT EXISTS ${table} (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)`,
+    );
     const row = db.prepare(`SELECT coalesce(max(version), 0) AS v FROM ${table}`).get() as { v: number };
     let current = row.v;
     for (const m of [...migrations].sort((a, b) => a.version - b.version)) {

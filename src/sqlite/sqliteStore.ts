@@ -103,7 +103,9 @@ export class SqliteEventStore implements EventStore {
     let remaining = validateLimit(options.limit) ?? Infinity;
     this.assertOpen();
     const stmt = (this.streamPageStmt ??= this.db
-      .prepare(`SELECT ${EVENT_COLUMNS} FROM idem_events WHERE stream = ? AND version >= ? ORDER BY version LIMIT ?`)
+      .prepare(
+        `SELECT ${EVENT_COLUMNS} FROM idem_events WHERE stream = ? AND version >= ? ORDER BY version LIMIT ?`,
+      )
       .raw(true));
     while (remaining > 0) {
       this.assertOpen();
@@ -150,7 +152,9 @@ export class SqliteEventStore implements EventStore {
     if (!q) {
       const sql = filterSql(filter);
       const stmt = this.db
-        .prepare(`SELECT ${EVENT_COLUMNS} FROM idem_events WHERE position > ? AND ${sql.where} ORDER BY position LIMIT ?`)
+        .prepare(
+          `SELECT ${EVENT_COLUMNS} FROM idem_events WHERE position > ? AND ${sql.where} ORDER BY position LIMIT ?`,
+        )
         .raw(true);
       // A handful of filters per store in practice; the bound keeps a stream of one-off filters from growing it.
       if (this.pageQueries.size >= 64) this.pageQueries.clear();
@@ -167,13 +171,16 @@ export class SqliteEventStore implements EventStore {
 
   /** The head position, synchronously (internal). */
   head(): number {
-    return (this.db.prepare('SELECT coalesce(max(position), 0) AS h FROM idem_events').get() as { h: number }).h;
+    return (this.db.prepare('SELECT coalesce(max(position), 0) AS h FROM idem_events').get() as { h: number })
+      .h;
   }
 
   async streamVersion(stream: string): Promise<number> {
     this.assertOpen();
     validateStreamName(stream);
-    const row = this.db.prepare('SELECT coalesce(max(version), 0) AS v FROM idem_events WHERE stream = ?').get(stream);
+    const row = this.db
+      .prepare('SELECT coalesce(max(version), 0) AS v FROM idem_events WHERE stream = ?')
+      .get(stream);
     return (row as { v: number }).v;
   }
 

@@ -77,16 +77,19 @@ export class SqliteSubscriptionState implements SubscriptionStateBackend {
       const row = this.row(name);
       if (row) {
         if (row.filter_key !== filterKey(filter)) {
-          return { ok: false, reason: 'identity_conflict', existingFilter: JSON.parse(row.filter) as EventFilter };
+          return {
+            ok: false,
+            reason: 'identity_conflict',
+            existingFilter: JSON.parse(row.filter) as EventFilter,
+          };
         }
         return { ok: true, created: false, state: toState(row) };
       }
       const at = this.iso();
       this.sql(
-          `INSERT INTO idem_consumers (name, filter, filter_key, position, epoch, status, created_at, updated_at)
+        `INSERT INTO idem_consumers (name, filter, filter_key, position, epoch, status, created_at, updated_at)
            VALUES (?, ?, ?, ?, 0, 'stopped', ?, ?)`,
-        )
-        .run(name, JSON.stringify(filter), filterKey(filter), startPosition, at, at);
+      ).run(name, JSON.stringify(filter), filterKey(filter), startPosition, at, at);
       return { ok: true, created: true, state: toState(this.row(name)!) };
     });
   }
@@ -97,22 +100,35 @@ export class SqliteSubscriptionState implements SubscriptionStateBackend {
       if (!row) return { ok: false, reason: 'not_found' };
       const now = this.now();
       if (row.owner !== null && row.lease_expires_at !== null && row.lease_expires_at > now) {
-        return { ok: false, reason: 'busy', owner: row.owner, leaseExpiresAt: new Date(row.lease_expires_at).toISOString() };
+        return {
+          ok: false,
+          reason: 'busy',
+          owner: row.owner,
+          leaseExpiresAt: new Date(row.lease_expires_at).toISOString(),
+        };
       }
       const expires = now + ttlMs;
       this.sql(
-          `UPDATE idem_consumers SET epoch = epoch + 1, owner = ?, lease_expires_at = ?, status = 'running',
+        `UPDATE idem_consumers SET epoch = epoch + 1, owner = ?, lease_expires_at = ?, status = 'running',
              last_error = NULL, failed_event = NULL, updated_at = ? WHERE name = ?`,
-        )
-        .run(owner, expires, new Date(now).toISOString(), name);
-      return { ok: true, epoch: row.epoch + 1, position: row.position, leaseExpiresAt: new Date(expires).toISOString() };
+      ).run(owner, expires, new Date(now).toISOString(), name);
+      return {
+        ok: true,
+        epoch: row.epoch + 1,
+        position: row.position,
+        leaseExpiresAt: new Date(expires).toISOString(),
+      };
     });
   }
 
   renew(name: string, epoch: number, ttlMs: number): Promise<RenewResult> {
     return this.write(() => {
       const expires = this.now() + ttlMs;
-      const r = this.sql(`UPDATE idem_consumers SET lease_expires_at = ? WHERE name = ? AND epoch = ?`).run(expires, name, epoch);
+      const r = this.sql(`UPDATE idem_consumers SET lease_expires_at = ? WHERE name = ? AND epoch = ?`).run(
+        expires,
+        name,
+        epoch,
+      );
       if (r.changes === 0) return this.fenced(name);
       return { ok: true, leaseExpiresAt: new Date(expires).toISOString() };
     });
@@ -121,17 +137,16 @@ export class SqliteSubscriptionState implements SubscriptionStateBackend {
   release(name: string, epoch: number, failure?: FailureInfo): Promise<WriteResult> {
     return this.write(() => {
       const r = this.sql(
-          `UPDATE idem_consumers SET owner = NULL, lease_expires_at = NULL, status = ?, last_error = ?, failed_event = ?,
+        `UPDATE idem_consumers SET owner = NULL, lease_expires_at = NULL, status = ?, last_error = ?, failed_event = ?,
              updated_at = ? WHERE name = ? AND epoch = ?`,
-        )
-        .run(
-          failure ? 'failed' : 'stopped',
-          failure ? JSON.stringify(failure.error) : null,
-          failure?.event ? JSON.stringify(failure.event) : null,
-          this.iso(),
-          name,
-          epoch,
-        );
+      ).run(
+        failure ? 'failed' : 'stopped',
+        failure ? JSON.stringify(failure.error) : null,
+        failure?.event ? JSON.stringify(failure.event) : null,
+        this.iso(),
+        name,
+        epoch,
+      );
       return r.changes === 0 ? this.fenced(name) : { ok: true };
     });
   }
@@ -140,11 +155,14 @@ export class SqliteSubscriptionState implements SubscriptionStateBackend {
     // Acks come once per delivered batch while events are appended: they join the appends' commit.
     return this.groupedWrite(() => {
       const row = this.sql(`SELECT epoch, position FROM idem_consumers WHERE name = ?`).get(name) as
-        | { epoch: number; position: number }
-        | undefined;
+        { epoch: number; position: number } | undefined;
       if (!row || row.epoch !== epoch) return this.fenced(name);
       if (position > row.position) {
-        this.sql(`UPDATE idem_consumers SET position = ?, updated_at = ? WHERE name = ?`).run(position, this.iso(), name);
+        this.sql(`UPDATE idem_consumers SET position = ?, updated_at = ? WHERE name = ?`).run(
+          position,
+          this.iso(),
+          name,
+        );
       }
       let resolved = 0;
       if (resolveIds.length > 0) {
@@ -164,25 +182,24 @@ export class SqliteSubscriptionState implements SubscriptionStateBackend {
       const { event } = request;
       const existing = this.letter(name, event.id);
       const first = this.sql(
-          `SELECT event_id FROM idem_dead_letters WHERE consumer = ? AND stream = ? AND ${ACTIVE} AND position < ? AND event_id <> ?
+        `SELECT event_id FROM idem_dead_letters WHERE consumer = ? AND stream = ? AND ${ACTIVE} AND position < ? AND event_id <> ?
            ORDER BY position LIMIT 1`,
-        )
-        .get(name, event.stream, event.position, event.id) as { event_id: string } | undefined;
+      ).get(name, event.stream, event.position, event.id) as { event_id: string } | undefined;
       if (request.mode === 'behind') {
         if (existing && (existing.status === 'parked' || existing.status === 'retrying')) {
           return { ok: true, parked: true, record: toRecord(existing) };
         }
         if (!first) return { ok: true, parked: false, record: null };
-        const retrying = this.sql(`SELECT 1 FROM idem_dead_letters WHERE consumer = ? AND stream = ? AND status = 'retrying' LIMIT 1`)
-          .get(name, event.stream);
+        const retrying = this.sql(
+          `SELECT 1 FROM idem_dead_letters WHERE consumer = ? AND stream = ? AND status = 'retrying' LIMIT 1`,
+        ).get(name, event.stream);
         this.upsert(name, event, request, retrying ? 'retrying' : 'parked', first.event_id);
         return { ok: true, parked: true, record: toRecord(this.letter(name, event.id)!) };
       }
       this.sql(
-          `UPDATE idem_dead_letters SET status = 'parked', behind = coalesce(?, behind)
+        `UPDATE idem_dead_letters SET status = 'parked', behind = coalesce(?, behind)
            WHERE consumer = ? AND stream = ? AND ${ACTIVE} AND position > ?`,
-        )
-        .run(first ? null : event.id, name, event.stream, event.position);
+      ).run(first ? null : event.id, name, event.stream, event.position);
       this.upsert(name, event, request, 'parked', first?.event_id ?? null);
       return { ok: true, parked: true, record: toRecord(this.letter(name, event.id)!) };
     });
@@ -196,12 +213,18 @@ export class SqliteSubscriptionState implements SubscriptionStateBackend {
   }
 
   list(): Promise<ConsumerState[]> {
-    return this.read(() => (this.sql(`${SELECT_CONSUMER} ORDER BY c.name`).all() as ConsumerRow[]).map(toState));
+    return this.read(() =>
+      (this.sql(`${SELECT_CONSUMER} ORDER BY c.name`).all() as ConsumerRow[]).map(toState),
+    );
   }
 
   reset(name: string, position: number): Promise<AdminResult> {
     return this.admin(name, () => {
-      this.sql(`UPDATE idem_consumers SET position = ?, updated_at = ? WHERE name = ?`).run(position, this.iso(), name);
+      this.sql(`UPDATE idem_consumers SET position = ?, updated_at = ? WHERE name = ?`).run(
+        position,
+        this.iso(),
+        name,
+      );
     });
   }
 
@@ -235,9 +258,11 @@ export class SqliteSubscriptionState implements SubscriptionStateBackend {
 
   blockedStreams(name: string): Promise<string[]> {
     return this.read(() =>
-      (this.sql(`SELECT DISTINCT stream FROM idem_dead_letters WHERE consumer = ? AND ${ACTIVE}`).all(name) as { stream: string }[]).map(
-        (r) => r.stream,
-      ),
+      (
+        this.sql(`SELECT DISTINCT stream FROM idem_dead_letters WHERE consumer = ? AND ${ACTIVE}`).all(
+          name,
+        ) as { stream: string }[]
+      ).map((r) => r.stream),
     );
   }
 
@@ -245,8 +270,9 @@ export class SqliteSubscriptionState implements SubscriptionStateBackend {
     return this.write(() => {
       const stream = this.selectedStream(name, selector);
       if (stream === null) return 0;
-      return this.sql(`UPDATE idem_dead_letters SET status = 'retrying' WHERE consumer = ? AND stream = ? AND status = 'parked'`)
-        .run(name, stream).changes;
+      return this.sql(
+        `UPDATE idem_dead_letters SET status = 'retrying' WHERE consumer = ? AND stream = ? AND status = 'parked'`,
+      ).run(name, stream).changes;
     });
   }
 
@@ -255,9 +281,8 @@ export class SqliteSubscriptionState implements SubscriptionStateBackend {
       const stream = this.selectedStream(name, selector);
       if (stream === null) return 0;
       return this.sql(
-          `UPDATE idem_dead_letters SET status = 'skipped', skipped_by = ?, skipped_at = ? WHERE consumer = ? AND stream = ? AND ${ACTIVE}`,
-        )
-        .run(by, this.iso(), name, stream).changes;
+        `UPDATE idem_dead_letters SET status = 'skipped', skipped_by = ?, skipped_at = ? WHERE consumer = ? AND stream = ? AND ${ACTIVE}`,
+      ).run(by, this.iso(), name, stream).changes;
     });
   }
 
@@ -266,7 +291,13 @@ export class SqliteSubscriptionState implements SubscriptionStateBackend {
     return this.letter(name, selector.id)?.stream ?? null;
   }
 
-  private upsert(name: string, event: RecordedEvent, request: ParkRequest, status: DeadLetterStatus, behind: string | null): void {
+  private upsert(
+    name: string,
+    event: RecordedEvent,
+    request: ParkRequest,
+    status: DeadLetterStatus,
+    behind: string | null,
+  ): void {
     this.db
       .prepare(
         `INSERT INTO idem_dead_letters (consumer, event_id, stream, position, event, reason, error, attempts, status, behind, parked_at)
@@ -294,7 +325,12 @@ export class SqliteSubscriptionState implements SubscriptionStateBackend {
       const row = this.row(name);
       if (!row) return { ok: false, reason: 'not_found' };
       if (row.owner !== null && row.lease_expires_at !== null && row.lease_expires_at > this.now()) {
-        return { ok: false, reason: 'busy', owner: row.owner, leaseExpiresAt: new Date(row.lease_expires_at).toISOString() };
+        return {
+          ok: false,
+          reason: 'busy',
+          owner: row.owner,
+          leaseExpiresAt: new Date(row.lease_expires_at).toISOString(),
+        };
       }
       change();
       return { ok: true };
@@ -302,7 +338,8 @@ export class SqliteSubscriptionState implements SubscriptionStateBackend {
   }
 
   private fenced(name: string): Fenced {
-    const row = this.sql(`SELECT epoch FROM idem_consumers WHERE name = ?`).get(name) as { epoch: number } | undefined;
+    const row = this.sql(`SELECT epoch FROM idem_consumers WHERE name = ?`).get(name) as
+      { epoch: number } | undefined;
     return { ok: false, reason: 'fenced', currentEpoch: row?.epoch ?? null };
   }
 
@@ -311,7 +348,8 @@ export class SqliteSubscriptionState implements SubscriptionStateBackend {
   }
 
   private letter(name: string, id: string): LetterRow | undefined {
-    return this.sql(`SELECT * FROM idem_dead_letters WHERE consumer = ? AND event_id = ?`).get(name, id) as LetterRow | undefined;
+    return this.sql(`SELECT * FROM idem_dead_letters WHERE consumer = ? AND event_id = ?`).get(name, id) as
+      LetterRow | undefined;
   }
 
   private sql(text: string): Database.Statement {
@@ -360,7 +398,8 @@ function toState(row: ConsumerRow): ConsumerState {
     leaseExpiresAt: row.lease_expires_at === null ? null : new Date(row.lease_expires_at).toISOString(),
     status: row.status,
     lastError: row.last_error === null ? null : (JSON.parse(row.last_error) as ConsumerState['lastError']),
-    failedEvent: row.failed_event === null ? null : (JSON.parse(row.failed_event) as ConsumerState['failedEvent']),
+    failedEvent:
+      row.failed_event === null ? null : (JSON.parse(row.failed_event) as ConsumerState['failedEvent']),
     parked: row.parked,
     createdAt: row.created_at,
     updatedAt: row.updated_at,

@@ -1,5 +1,10 @@
 import type Database from 'better-sqlite3';
-import type { BatchRecord, ConsumerTarget, TargetCheckpoint, TargetTransaction } from '../core/consumerTarget.js';
+import type {
+  BatchRecord,
+  ConsumerTarget,
+  TargetCheckpoint,
+  TargetTransaction,
+} from '../core/consumerTarget.js';
 import { ClosedError, InvalidInputError } from '../core/errors.js';
 import { runMigrations } from './migrations.js';
 import { openDatabase, retryWhileBusy } from './connection.js';
@@ -215,7 +220,8 @@ export class SqliteTarget implements ConsumerTarget<Database.Database> {
     if (typeof pathOrDatabase === 'string') {
       if (pathOrDatabase.length === 0) throw new InvalidInputError('path', 'must be a non-empty file path');
       const durability = options.durability ?? 'full';
-      if (durability !== 'full' && durability !== 'normal') throw new InvalidInputError('durability', "must be 'full' or 'normal'");
+      if (durability !== 'full' && durability !== 'normal')
+        throw new InvalidInputError('durability', "must be 'full' or 'normal'");
       this.db = openDatabase(pathOrDatabase, { durability, busyTimeoutMs: this.busyTimeoutMs });
       this.owned = true;
     } else if (pathOrDatabase && typeof pathOrDatabase.prepare === 'function') {
@@ -236,7 +242,10 @@ export class SqliteTarget implements ConsumerTarget<Database.Database> {
   private ready(): TargetStatements {
     if (this.closed) throw new ClosedError('SQLite target');
     if (!this.migrated) {
-      retryWhileBusy(() => runMigrations(this.db, TARGET_MIGRATIONS, TARGET_SCHEMA_TABLE), this.busyTimeoutMs);
+      retryWhileBusy(
+        () => runMigrations(this.db, TARGET_MIGRATIONS, TARGET_SCHEMA_TABLE),
+        this.busyTimeoutMs,
+      );
       this.migrated = true;
     }
     this.statements ??= new TargetStatements(this.db);
@@ -254,7 +263,10 @@ export class SqliteTarget implements ConsumerTarget<Database.Database> {
     return this.serial(async () => {
       const s = this.ready();
       if (this.db.inTransaction) {
-        throw new InvalidInputError('target', 'the connection is already inside a transaction (give the target its own connection)');
+        throw new InvalidInputError(
+          'target',
+          'the connection is already inside a transaction (give the target its own connection)',
+        );
       }
       s.begin.run();
       let result: T;
@@ -304,6 +316,9 @@ export class SqliteTarget implements ConsumerTarget<Database.Database> {
  * A consumer target in SQLite: a file path (opened in WAL mode, with its own connection) or a
  * better-sqlite3 `Database` you opened. In handlers, `ctx.tx` is that `Database` inside the batch's transaction.
  */
-export function sqliteTarget(pathOrDatabase: string | Database.Database, options?: SqliteTargetOptions): SqliteTarget {
+export function sqliteTarget(
+  pathOrDatabase: string | Database.Database,
+  options?: SqliteTargetOptions,
+): SqliteTarget {
   return new SqliteTarget(pathOrDatabase, options);
 }

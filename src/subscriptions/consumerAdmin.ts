@@ -32,7 +32,8 @@ export class EngineConsumerAdmin implements ConsumerAdmin {
     validateConsumerName(name, 'name');
     validatePosition(position, 'position');
     const head = await this.source.headPosition();
-    if (position > head) throw new InvalidInputError('position', `must not exceed the head position (${head})`);
+    if (position > head)
+      throw new InvalidInputError('position', `must not exceed the head position (${head})`);
     check(name, await this.backend.reset(name, position));
   }
 

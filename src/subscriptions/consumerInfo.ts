@@ -16,7 +16,11 @@ export function leaseLive(state: Pick<ConsumerState, 'owner' | 'leaseExpiresAt'>
  * `failed` (released by `fail`), `stopped` (no live lease: closed, never started, or an owner that
  * vanished without releasing).
  */
-export async function consumerInfo(source: SubscriptionSource, state: ConsumerState, head: number): Promise<ConsumerInfo> {
+export async function consumerInfo(
+  source: SubscriptionSource,
+  state: ConsumerState,
+  head: number,
+): Promise<ConsumerInfo> {
   const now = Date.now();
   const behind = Math.max(0, head - state.position);
   let lag = 0;
@@ -24,7 +28,11 @@ export async function consumerInfo(source: SubscriptionSource, state: ConsumerSt
   let first = true;
   if (behind > 0) {
     const exact = behind <= EXACT_LAG_LIMIT;
-    for await (const e of source.readAll({ after: state.position, filter: state.filter, ...(exact ? {} : { limit: 1 }) })) {
+    for await (const e of source.readAll({
+      after: state.position,
+      filter: state.filter,
+      ...(exact ? {} : { limit: 1 }),
+    })) {
       if (first) {
         lagSeconds = Math.max(0, (now - Date.parse(e.recordedAt)) / 1000);
         first = false;
@@ -34,7 +42,13 @@ export async function consumerInfo(source: SubscriptionSource, state: ConsumerSt
     if (!exact && lag > 0) lag = behind;
   }
   const live = leaseLive(state, now);
-  const status: ConsumerStatus = live ? (lag > 0 ? 'running' : 'idle') : state.status === 'failed' ? 'failed' : 'stopped';
+  const status: ConsumerStatus = live
+    ? lag > 0
+      ? 'running'
+      : 'idle'
+    : state.status === 'failed'
+      ? 'failed'
+      : 'stopped';
   return {
     name: state.name,
     filter: state.filter,

@@ -13,7 +13,8 @@ export class EngineDeadLetterAdmin implements DeadLetterAdmin {
 
   async list(consumer: string, options: { all?: boolean } = {}): Promise<DeadLetter[]> {
     await this.existing(consumer);
-    if (options.all !== undefined && typeof options.all !== 'boolean') throw new InvalidInputError('all', 'must be a boolean');
+    if (options.all !== undefined && typeof options.all !== 'boolean')
+      throw new InvalidInputError('all', 'must be a boolean');
     const rows = await this.backend.deadLetters(consumer, { all: options.all ?? false });
     return rows.map(toDeadLetter);
   }
@@ -49,7 +50,8 @@ function checkSelector(selector: unknown): DeadLetterSelector {
   const s = selector as Record<string, unknown>;
   if ('stream' in s && !('id' in s)) return { stream: validateStreamName(s.stream, 'selector.stream') };
   if ('id' in s && !('stream' in s)) {
-    if (typeof s.id !== 'string' || s.id.length === 0) throw new InvalidInputError('selector.id', 'must be an event id');
+    if (typeof s.id !== 'string' || s.id.length === 0)
+      throw new InvalidInputError('selector.id', 'must be an event id');
     return { id: s.id.toLowerCase() };
   }
   throw new InvalidInputError('selector', 'must be { stream } or { id }, not both');

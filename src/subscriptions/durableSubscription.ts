@@ -139,7 +139,8 @@ export class DurableSubscription implements Subscription {
       this.assertUsable();
       const again = [...this.redelivered.values()].find((e) => e.position === position);
       const event = again ?? this.outstanding.find((e) => e.position === position);
-      if (!event) throw new InvalidInputError('position', 'must be the position of a delivered, unacknowledged event');
+      if (!event)
+        throw new InvalidInputError('position', 'must be the position of a delivered, unacknowledged event');
       const result = await this.deps.backend.park(this.consumer, this.epoch, {
         event,
         mode: 'failed',

@@ -24,7 +24,13 @@
  */
 import type { RecordedEvent } from '../core/event.js';
 import type { EventFilter } from '../core/filter.js';
-import type { DeadLetter, DeadLetterSelector, DeadLetterStatus, FailureInfo, ParkInfo } from '../core/subscription.js';
+import type {
+  DeadLetter,
+  DeadLetterSelector,
+  DeadLetterStatus,
+  FailureInfo,
+  ParkInfo,
+} from '../core/subscription.js';
 
 /** The status a backend stores; `idle` is derived by the engine from a live lease and zero lag. */
 export type StoredConsumerStatus = 'running' | 'stopped' | 'failed';
@@ -99,7 +105,10 @@ export interface ParkRequest {
 
 export type ParkResult = { ok: true; parked: boolean; record: DeadLetterRecord | null } | Fenced;
 
-export type AdminResult = { ok: true } | { ok: false; reason: 'busy'; owner: string | null; leaseExpiresAt: string | null } | { ok: false; reason: 'not_found' };
+export type AdminResult =
+  | { ok: true }
+  | { ok: false; reason: 'busy'; owner: string | null; leaseExpiresAt: string | null }
+  | { ok: false; reason: 'not_found' };
 
 export interface SubscriptionStateBackend {
   /**

@@ -32,18 +32,29 @@ function positiveInt(value: unknown, field: string, fallback: number, min = 1): 
 }
 
 /** Validates `subscribe` input; throws `InvalidInputError` naming the field and rule. */
-export function resolveSubscribeOptions(consumer: unknown, options: SubscribeOptions | undefined): ResolvedSubscribeOptions {
+export function resolveSubscribeOptions(
+  consumer: unknown,
+  options: SubscribeOptions | undefined,
+): ResolvedSubscribeOptions {
   const name = validateConsumerName(consumer);
   if (options !== undefined && (options === null || typeof options !== 'object')) {
     throw new InvalidInputError('options', 'must be an object');
   }
   const o = options ?? {};
   const from = o.from ?? 'start';
-  if (from !== 'start' && from !== 'end' && !(typeof from === 'number' && Number.isSafeInteger(from) && from >= 0)) {
+  if (
+    from !== 'start' &&
+    from !== 'end' &&
+    !(typeof from === 'number' && Number.isSafeInteger(from) && from >= 0)
+  ) {
     throw new InvalidInputError('from', "must be 'start', 'end' or a position (integer >= 0)");
   }
-  if (o.standby !== undefined && typeof o.standby !== 'boolean') throw new InvalidInputError('standby', 'must be a boolean');
-  if (o.owner !== undefined && (typeof o.owner !== 'string' || o.owner.length === 0 || o.owner.length > 200)) {
+  if (o.standby !== undefined && typeof o.standby !== 'boolean')
+    throw new InvalidInputError('standby', 'must be a boolean');
+  if (
+    o.owner !== undefined &&
+    (typeof o.owner !== 'string' || o.owner.length === 0 || o.owner.length > 200)
+  ) {
     throw new InvalidInputError('owner', 'must be a string of 1-200 characters');
   }
   return {

@@ -1,4 +1,9 @@
-import { ClosedError, ConsumerBusyError, ConsumerIdentityConflictError, InvalidInputError } from '../core/errors.js';
+import {
+  ClosedError,
+  ConsumerBusyError,
+  ConsumerIdentityConflictError,
+  InvalidInputError,
+} from '../core/errors.js';
 import type { ConsumerAdmin, DeadLetterAdmin, SubscribeOptions, Subscription } from '../core/subscription.js';
 import { EngineConsumerAdmin } from './consumerAdmin.js';
 import { EngineDeadLetterAdmin } from './deadLetterAdmin.js';
@@ -38,7 +43,8 @@ export class SubscriptionService {
     options: SubscriptionServiceOptions = {},
   ) {
     const poll = options.pollIntervalMs ?? 200;
-    if (!Number.isSafeInteger(poll) || poll < 1) throw new InvalidInputError('pollIntervalMs', 'must be an integer >= 1');
+    if (!Number.isSafeInteger(poll) || poll < 1)
+      throw new InvalidInputError('pollIntervalMs', 'must be an integer >= 1');
     this.pollIntervalMs = poll;
     this.consumers = new EngineConsumerAdmin(source, backend);
     this.deadLetters = new EngineDeadLetterAdmin(backend, () => this.wakeAll());
@@ -54,12 +60,19 @@ export class SubscriptionService {
       const lease = await this.backend.acquire(o.consumer, o.owner, o.leaseTtlMs);
       if (lease.ok) {
         const blocked = await this.backend.blockedStreams(o.consumer);
-        const deps = { source: this.source, backend: this.backend, pollIntervalMs: this.pollIntervalMs, onEnd: this.ended };
+        const deps = {
+          source: this.source,
+          backend: this.backend,
+          pollIntervalMs: this.pollIntervalMs,
+          onEnd: this.ended,
+        };
         const sub = new DurableSubscription(deps, o, lease.epoch, lease.position, blocked);
         this.active.add(sub);
         if (this.closed || o.signal?.aborted) {
           await sub.close();
-          throw new ClosedError(this.closed ? 'subscription service' : `subscription of consumer "${o.consumer}"`);
+          throw new ClosedError(
+            this.closed ? 'subscription service' : `subscription of consumer "${o.consumer}"`,
+          );
         }
         return sub;
       }
@@ -72,7 +85,9 @@ export class SubscriptionService {
       if (o.signal?.aborted) throw new ClosedError(`standby for consumer "${o.consumer}"`);
       this.assertOpen();
       // Wait for a release in this process, the lease's expiry, or the next poll.
-      const untilExpiry = lease.leaseExpiresAt ? Date.parse(lease.leaseExpiresAt) - Date.now() + 5 : this.pollIntervalMs;
+      const untilExpiry = lease.leaseExpiresAt
+        ? Date.parse(lease.leaseExpiresAt) - Date.now() + 5
+        : this.pollIntervalMs;
       await this.released.wait(generation, Math.max(5, Math.min(this.pollIntervalMs, untilExpiry)));
     }
   }

@@ -32,26 +32,76 @@ describe('idem append, read and events on the embedded store', () => {
   after(() => dir.cleanup());
 
   it('--help on the program and on every verb answers with examples and exit 0', async () => {
-    const verbs = [[], ['append'], ['read'], ['events'], ['tail'], ['consumers'], ['consumer'], ['consumer', 'reset'], ['dlq'], ['dlq', 'skip'], ['serve'], ['verify']];
+    const verbs = [
+      [],
+      ['append'],
+      ['read'],
+      ['events'],
+      ['tail'],
+      ['consumers'],
+      ['consumer'],
+      ['consumer', 'reset'],
+      ['dlq'],
+      ['dlq', 'skip'],
+      ['serve'],
+      ['verify'],
+    ];
     // The program's help through the real binary; every verb's help through `main` in this process.
-    const results = [await idem(['--help']), ...(await Promise.all(verbs.slice(1).map((v) => idemInProcess([...v, '--help']))))];
+    const results = [
+      await idem(['--help']),
+      ...(await Promise.all(verbs.slice(1).map((v) => idemInProcess([...v, '--help'])))),
+    ];
     results.forEach((r, i) => {
       const verb = verbs[i]!.join(' ') || '(program)';
       assert.equal(r.code, 0, `${verb}: ${r.stderr}`);
       assert.match(r.stdout, /Usage: idem/, verb);
       assert.match(r.stdout, /Examples?:\n\s+\$ idem /, `${verb} has examples`);
     });
-    for (const verb of ['append', 'read', 'events', 'tail', 'consumers', 'consumer', 'dlq', 'serve', 'verify']) {
+    for (const verb of [
+      'append',
+      'read',
+      'events',
+      'tail',
+      'consumers',
+      'consumer',
+      'dlq',
+      'serve',
+      'verify',
+    ]) {
       assert.match(results[0]!.stdout, new RegExp(`\\n  ${verb} `), `program help lists ${verb}`);
     }
   });
 
   it('appends, creating the directory of --db, and prints what it wrote (exit 0)', async () => {
     const stream = randomStream('invoice');
-    const r = await idem(['append', stream, '--type', 'invoice.issued', '--data', '{"amount":100}', '--db', db]);
+    const r = await idem([
+      'append',
+      stream,
+      '--type',
+      'invoice.issued',
+      '--data',
+      '{"amount":100}',
+      '--db',
+      db,
+    ]);
     assert.equal(r.code, 0, r.stderr);
-    assert.match(r.stdout, new RegExp(`appended 1 event to ${stream}: version 1, position \\d+, id [0-9a-f-]{36}`));
-    const j = await idem(['append', stream, '--type', 'invoice.paid', '--data', '{"amount":100}', '--metadata', '{"commandId":"c-1"}', '--db', db, '--json']);
+    assert.match(
+      r.stdout,
+      new RegExp(`appended 1 event to ${stream}: version 1, position \\d+, id [0-9a-f-]{36}`),
+    );
+    const j = await idem([
+      'append',
+      stream,
+      '--type',
+      'invoice.paid',
+      '--data',
+      '{"amount":100}',
+      '--metadata',
+      '{"commandId":"c-1"}',
+      '--db',
+      db,
+      '--json',
+    ]);
     assert.equal(j.code, 0, j.stderr);
     const result = json<AppendResult>(j);
     assert.equal(result.stream, stream);
@@ -63,7 +113,18 @@ describe('idem append, read and events on the embedded store', () => {
 
   it('a duplicate append exits 0 and says "duplicate: nothing written"; --json shows duplicate: true', async () => {
     const stream = randomStream('invoice');
-    const args = ['append', stream, '--type', 'invoice.issued', '--data', '{"amount":5}', '--id', ID.replace(/^0/, '1'), '--db', db];
+    const args = [
+      'append',
+      stream,
+      '--type',
+      'invoice.issued',
+      '--data',
+      '{"amount":5}',
+      '--id',
+      ID.replace(/^0/, '1'),
+      '--db',
+      db,
+    ];
     const first = await idem([...args, '--json']);
     assert.equal(first.code, 0, first.stderr);
     const again = await idem(args);
@@ -88,7 +149,10 @@ describe('idem append, read and events on the embedded store', () => {
     assert.equal(reused.code, 3);
     assert.match(reused.stderr, /^idem: idempotency_conflict: .*0190a6c2/m);
     assert.equal(wrongVersion.code, 3);
-    assert.match(wrongVersion.stderr, /^idem: wrong_expected_version: .*expected version 0, but the stream is at version 1/m);
+    assert.match(
+      wrongVersion.stderr,
+      /^idem: wrong_expected_version: .*expected version 0, but the stream is at version 1/m,
+    );
     assert.equal(wrongVersionJson.code, 3);
     const err = json<ErrorJson>(wrongVersionJson).error;
     assert.equal(err.code, 'wrong_expected_version');
@@ -101,25 +165,60 @@ describe('idem append, read and events on the embedded store', () => {
   it('usage errors and invalid input exit 2 with a message naming the option or field', async () => {
     const stream = randomStream('invoice');
     const cases: { args: string[]; stderr: RegExp }[] = [
-      { args: ['append', stream, '--type', 't', '--data', '{bad', '--db', db], stderr: /^idem: invalid_input: --data: must be valid JSON/m },
-      { args: ['append', stream, '--type', 't', '--data', '1', '--metadata', '[1]', '--db', db], stderr: /^idem: invalid_input: --metadata: must be a JSON object/m },
-      { args: ['append', stream, '--type', 't', '--data', '1', '--id', 'not-a-uuid', '--db', db], stderr: /^idem: invalid_input: --id: must be a UUID/m },
-      { args: ['append', ' padded ', '--type', 't', '--data', '1', '--db', db], stderr: /^idem: invalid_input: <stream>: must not start or end with whitespace/m },
-      { args: ['append', stream, '--type', '', '--data', '1', '--db', db], stderr: /^idem: invalid_input: --type: /m },
-      { args: ['append', stream, '--type', 't', '--data', '1', '--expected-version', 'soon', '--db', db], stderr: /^idem: invalid_input: --expected-version: /m },
-      { args: ['append', stream, '--data', '1', '--db', db], stderr: /^idem: usage: required option '--type <type>' not specified/m },
-      { args: ['read', stream, '--limit', '0', '--db', db], stderr: /^idem: invalid_input: --limit: must be an integer >= 1/m },
+      {
+        args: ['append', stream, '--type', 't', '--data', '{bad', '--db', db],
+        stderr: /^idem: invalid_input: --data: must be valid JSON/m,
+      },
+      {
+        args: ['append', stream, '--type', 't', '--data', '1', '--metadata', '[1]', '--db', db],
+        stderr: /^idem: invalid_input: --metadata: must be a JSON object/m,
+      },
+      {
+        args: ['append', stream, '--type', 't', '--data', '1', '--id', 'not-a-uuid', '--db', db],
+        stderr: /^idem: invalid_input: --id: must be a UUID/m,
+      },
+      {
+        args: ['append', ' padded ', '--type', 't', '--data', '1', '--db', db],
+        stderr: /^idem: invalid_input: <stream>: must not start or end with whitespace/m,
+      },
+      {
+        args: ['append', stream, '--type', '', '--data', '1', '--db', db],
+        stderr: /^idem: invalid_input: --type: /m,
+      },
+      {
+        args: ['append', stream, '--type', 't', '--data', '1', '--expected-version', 'soon', '--db', db],
+        stderr: /^idem: invalid_input: --expected-version: /m,
+      },
+      {
+        args: ['append', stream, '--data', '1', '--db', db],
+        stderr: /^idem: usage: required option '--type <type>' not specified/m,
+      },
+      {
+        args: ['read', stream, '--limit', '0', '--db', db],
+        stderr: /^idem: invalid_input: --limit: must be an integer >= 1/m,
+      },
       { args: ['events', '--after', '-1', '--db', db], stderr: /^idem: (usage|invalid_input): .*--after/m },
       { args: ['read', stream, '--lmit', '3', '--db', db], stderr: /^idem: usage: unknown option '--lmit'/m },
       { args: ['frobnicate'], stderr: /^idem: usage: unknown command 'frobnicate'/m },
       { args: ['bench', '--bogus'], stderr: /^idem: usage: unknown option '--bogus'/m },
       { args: ['bench', '--scale', 'big'], stderr: /^idem: invalid_input: --scale: must be a number > 0/m },
-      { args: ['bench', '--rounds', '0'], stderr: /^idem: invalid_input: --rounds: must be a whole number from 1 to 20/m },
-      { args: ['bench', '--rounds', '2.5'], stderr: /^idem: invalid_input: --rounds: must be a whole number from 1 to 20/m },
-      { args: ['read', stream, '--db', db, '--postgres', 'postgres://x'], stderr: /^idem: usage: choose one of --db, --postgres and --url/m },
+      {
+        args: ['bench', '--rounds', '0'],
+        stderr: /^idem: invalid_input: --rounds: must be a whole number from 1 to 20/m,
+      },
+      {
+        args: ['bench', '--rounds', '2.5'],
+        stderr: /^idem: invalid_input: --rounds: must be a whole number from 1 to 20/m,
+      },
+      {
+        args: ['read', stream, '--db', db, '--postgres', 'postgres://x'],
+        stderr: /^idem: usage: choose one of --db, --postgres and --url/m,
+      },
     ];
     // A few through the real binary, the rest through `main` in this process.
-    const results = await Promise.all(cases.map((c, i) => (i % 4 === 0 ? idem(c.args) : idemInProcess(c.args))));
+    const results = await Promise.all(
+      cases.map((c, i) => (i % 4 === 0 ? idem(c.args) : idemInProcess(c.args))),
+    );
     results.forEach((r, i) => {
       assert.equal(r.code, 2, `${cases[i]!.args.join(' ')}: exit ${r.code}\n${r.stderr}`);
       assert.match(r.stderr, cases[i]!.stderr);
@@ -139,17 +238,37 @@ describe('idem append, read and events on the embedded store', () => {
 
   it('read prints a stream in version order, with --from-version, --limit and --json', async () => {
     const stream = randomStream('order');
-    await seed(db, [1, 2, 3, 4].map((i) => [stream, `order.step${i}`, { i }]));
+    await seed(
+      db,
+      [1, 2, 3, 4].map((i) => [stream, `order.step${i}`, { i }]),
+    );
     const human = await idem(['read', stream, '--db', db]);
     assert.equal(human.code, 0, human.stderr);
     const lines = human.stdout.trim().split('\n');
     assert.equal(lines.length, 4);
-    lines.forEach((line, i) => assert.match(line, new RegExp(`^#\\d+ ${stream}@${i + 1} order\\.step${i + 1} \\S+Z \\{"i":${i + 1}\\}`)));
+    lines.forEach((line, i) =>
+      assert.match(
+        line,
+        new RegExp(`^#\\d+ ${stream}@${i + 1} order\\.step${i + 1} \\S+Z \\{"i":${i + 1}\\}`),
+      ),
+    );
     const page = await idem(['read', stream, '--from-version', '2', '--limit', '2', '--db', db, '--json']);
     assert.equal(page.code, 0, page.stderr);
     const events = json<RecordedEvent[]>(page);
-    assert.deepEqual(events.map((e) => e.version), [2, 3]);
-    assert.deepEqual(Object.keys(events[0]!).sort(), ['data', 'id', 'metadata', 'position', 'recordedAt', 'stream', 'type', 'version']);
+    assert.deepEqual(
+      events.map((e) => e.version),
+      [2, 3],
+    );
+    assert.deepEqual(Object.keys(events[0]!).sort(), [
+      'data',
+      'id',
+      'metadata',
+      'position',
+      'recordedAt',
+      'stream',
+      'type',
+      'version',
+    ]);
     const none = await idem(['read', randomStream('none'), '--db', db]);
     assert.equal(none.code, 0);
     assert.equal(none.stdout, '');
@@ -170,25 +289,51 @@ describe('idem append, read and events on the embedded store', () => {
     for (let i = 1; i < all.length; i++) assert.ok(all[i]!.position > all[i - 1]!.position, 'position order');
     const start = mine[0]!.position - 1;
     const [types, category, prefix, limited, afterLast] = await Promise.all([
-      idem(['events', '--after', String(start), '--type', 'ship.created', '--type', 'ship.sunk', '--db', db, '--json']),
+      idem([
+        'events',
+        '--after',
+        String(start),
+        '--type',
+        'ship.created',
+        '--type',
+        'ship.sunk',
+        '--db',
+        db,
+        '--json',
+      ]),
       idem(['events', '--category', a.split('-')[0]!, '--db', db, '--json']),
       idem(['events', '--prefix', b, '--db', db]),
       idem(['events', '--after', String(start), '--limit', '2', '--db', db, '--json']),
       idem(['events', '--after', String(mine[2]!.position), '--db', db, '--json']),
     ]);
-    assert.deepEqual(json<RecordedEvent[]>(types).map((e) => e.type), ['ship.created', 'ship.sunk']);
-    assert.deepEqual(json<RecordedEvent[]>(category).map((e) => e.stream), [a, a]);
+    assert.deepEqual(
+      json<RecordedEvent[]>(types).map((e) => e.type),
+      ['ship.created', 'ship.sunk'],
+    );
+    assert.deepEqual(
+      json<RecordedEvent[]>(category).map((e) => e.stream),
+      [a, a],
+    );
     assert.equal(prefix.code, 0, prefix.stderr);
     assert.match(prefix.stdout.trim(), new RegExp(`^#\\d+ ${b}@1 ship\\.moved `));
     assert.equal(prefix.stdout.trim().split('\n').length, 1);
-    assert.deepEqual(json<RecordedEvent[]>(limited).map((e) => e.stream), [a, b]);
+    assert.deepEqual(
+      json<RecordedEvent[]>(limited).map((e) => e.stream),
+      [a, b],
+    );
     assert.deepEqual(json(afterLast), []);
   });
 
   it('verify reports a healthy store with exit 0', async () => {
-    const [human, machine] = await Promise.all([idem(['verify', '--db', db]), idem(['verify', '--db', db, '--json'])]);
+    const [human, machine] = await Promise.all([
+      idem(['verify', '--db', db]),
+      idem(['verify', '--db', db, '--json']),
+    ]);
     assert.equal(human.code, 0, human.stderr);
-    assert.match(human.stdout, /^ok: .*idem\.db: \d+ events in \d+ streams, head \d+; positions gap-free, versions contiguous, ids unique/);
+    assert.match(
+      human.stdout,
+      /^ok: .*idem\.db: \d+ events in \d+ streams, head \d+; positions gap-free, versions contiguous, ids unique/,
+    );
     const report = json<{ ok: boolean; events: number; head: number; violations: unknown[] }>(machine);
     assert.equal(report.ok, true);
     assert.equal(report.events, report.head);

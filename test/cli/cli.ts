@@ -18,7 +18,8 @@ let prepared: Promise<string[]> | null = null;
 
 /** The node arguments that start the command: `[...loader, script]`. */
 function command(): Promise<string[]> {
-  prepared ??= process.env.IDEM_CLI_TEST_TSX === '1' ? Promise.resolve(['--import', 'tsx', RUN_TS]) : transpile();
+  prepared ??=
+    process.env.IDEM_CLI_TEST_TSX === '1' ? Promise.resolve(['--import', 'tsx', RUN_TS]) : transpile();
   return prepared;
 }
 
@@ -124,7 +125,8 @@ export async function startIdem(args: readonly string[], options: CliOptions = {
     waitFor: (pattern, stream = 'stdout', timeoutMs = 20_000) =>
       until(
         () => {
-          if (child.exitCode !== null) throw new Error(`idem exited (${child.exitCode}) before ${pattern}:\n${out}\n${err}`);
+          if (child.exitCode !== null)
+            throw new Error(`idem exited (${child.exitCode}) before ${pattern}:\n${out}\n${err}`);
           return (stream === 'stdout' ? out : err).match(pattern);
         },
         { timeoutMs, message: `${pattern} on ${stream}; got stdout:\n${out}\nstderr:\n${err}` },

@@ -37,7 +37,11 @@ describe('idem consumers, consumer and dlq on a store with a consumer', () => {
       events = await firstBatch(sub);
       assert.equal(events.length, 3);
       // The handler "failed" on a and b: dead-letter them, handle c.
-      await sub.park(events[0]!.position, { reason: 'handler failed', error: { name: 'Error', message: 'handler exploded' }, attempts: 3 });
+      await sub.park(events[0]!.position, {
+        reason: 'handler failed',
+        error: { name: 'Error', message: 'handler exploded' },
+        attempts: 3,
+      });
       await sub.park(events[1]!.position, { reason: 'handler failed', error: { message: 'also exploded' } });
       await sub.ack(events[2]!.position);
     } finally {
@@ -51,7 +55,10 @@ describe('idem consumers, consumer and dlq on a store with a consumer', () => {
   });
 
   it('consumers lists it with cursor, lag and status; --json matches the store', async () => {
-    const [human, machine] = await Promise.all([idem(['consumers', '--db', db]), idem(['consumers', '--db', db, '--json'])]);
+    const [human, machine] = await Promise.all([
+      idem(['consumers', '--db', db]),
+      idem(['consumers', '--db', db, '--json']),
+    ]);
     assert.equal(human.code, 0, human.stderr);
     assert.match(human.stdout, /^NAME\s+STATUS\s+POSITION\s+HEAD\s+LAG/);
     assert.match(human.stdout, new RegExp(`\\n${consumer}\\s+stopped\\s+${events[2]!.position}\\s`));
@@ -91,7 +98,10 @@ describe('idem consumers, consumer and dlq on a store with a consumer', () => {
     assert.match(human.stdout, new RegExp(`${cat}-b@1`));
     const list = json<DeadLetter[]>(machine);
     assert.deepEqual(list, await store.deadLetters.list(consumer));
-    assert.deepEqual(list.map((d) => d.event.id), [events[0]!.id, events[1]!.id]);
+    assert.deepEqual(
+      list.map((d) => d.event.id),
+      [events[0]!.id, events[1]!.id],
+    );
     assert.equal(list[0]!.attempts, 3);
   });
 
@@ -107,9 +117,22 @@ describe('idem consumers, consumer and dlq on a store with a consumer', () => {
     const retried = await idem(['dlq', 'retry', consumer, '--stream', `${cat}-a`, '--db', db, '--json']);
     assert.equal(retried.code, 0, retried.stderr);
     assert.deepEqual(json(retried), { consumer, stream: `${cat}-a`, retried: 1 });
-    const skipped = await idem(['dlq', 'skip', consumer, '--id', events[1]!.id, '--by', 'tester', '--db', db]);
+    const skipped = await idem([
+      'dlq',
+      'skip',
+      consumer,
+      '--id',
+      events[1]!.id,
+      '--by',
+      'tester',
+      '--db',
+      db,
+    ]);
     assert.equal(skipped.code, 0, skipped.stderr);
-    assert.match(skipped.stdout, new RegExp(`^skipped 1 dead letter of the entity of event ${events[1]!.id} for ${consumer}`));
+    assert.match(
+      skipped.stdout,
+      new RegExp(`^skipped 1 dead letter of the entity of event ${events[1]!.id} for ${consumer}`),
+    );
 
     const all = json<DeadLetter[]>(await idem(['dlq', 'list', consumer, '--all', '--db', db, '--json']));
     const b = all.find((d) => d.event.id === events[1]!.id);
@@ -156,6 +179,9 @@ describe('idem consumers, consumer and dlq on a store with a consumer', () => {
     const gone = await idem(['consumer', 'show', consumer, '--db', db]);
     assert.equal(gone.code, 1);
     const none = await idem(['consumers', '--db', db, '--json']);
-    assert.equal(json<ConsumerInfo[]>(none).some((c) => c.name === consumer), false);
+    assert.equal(
+      json<ConsumerInfo[]>(none).some((c) => c.name === consumer),
+      false,
+    );
   });
 });

@@ -3,7 +3,10 @@
 import { main } from '../../src/cli/main.js';
 import type { CliResult } from './cli.js';
 
-export async function idemInProcess(args: readonly string[], env: NodeJS.ProcessEnv = {}): Promise<CliResult> {
+export async function idemInProcess(
+  args: readonly string[],
+  env: NodeJS.ProcessEnv = {},
+): Promise<CliResult> {
   let stdout = '';
   let stderr = '';
   const io = {

@@ -17,13 +17,45 @@ describe('idem on the PostgreSQL store (--postgres and IDEM_POSTGRES_URL)', { sk
 
   it('append, read, events and verify work with --postgres; conflicts exit 3', async () => {
     const stream = randomStream('invoice');
-    const first = await idem(['append', stream, '--type', 'invoice.issued', '--data', '{"amount":1}', '--postgres', url, '--json']);
+    const first = await idem([
+      'append',
+      stream,
+      '--type',
+      'invoice.issued',
+      '--data',
+      '{"amount":1}',
+      '--postgres',
+      url,
+      '--json',
+    ]);
     assert.equal(first.code, 0, first.stderr);
     assert.equal(json<AppendResult>(first).version, 1);
     const id = json<AppendResult>(first).ids[0]!;
     const [dup, conflict, read, events] = await Promise.all([
-      idem(['append', stream, '--type', 'invoice.issued', '--data', '{"amount":1}', '--id', id, '--postgres', url]),
-      idem(['append', stream, '--type', 'invoice.paid', '--data', '{}', '--expected-version', 'no_stream', '--postgres', url]),
+      idem([
+        'append',
+        stream,
+        '--type',
+        'invoice.issued',
+        '--data',
+        '{"amount":1}',
+        '--id',
+        id,
+        '--postgres',
+        url,
+      ]),
+      idem([
+        'append',
+        stream,
+        '--type',
+        'invoice.paid',
+        '--data',
+        '{}',
+        '--expected-version',
+        'no_stream',
+        '--postgres',
+        url,
+      ]),
       idem(['read', stream, '--postgres', url, '--json']),
       idem(['events', '--type', 'invoice.issued', '--postgres', url]),
     ]);
@@ -31,7 +63,10 @@ describe('idem on the PostgreSQL store (--postgres and IDEM_POSTGRES_URL)', { sk
     assert.match(dup.stdout, /^duplicate: nothing written/);
     assert.equal(conflict.code, 3);
     assert.match(conflict.stderr, /^idem: wrong_expected_version: /m);
-    assert.deepEqual(json<RecordedEvent[]>(read).map((e) => e.data), [{ amount: 1 }]);
+    assert.deepEqual(
+      json<RecordedEvent[]>(read).map((e) => e.data),
+      [{ amount: 1 }],
+    );
     assert.match(events.stdout, new RegExp(`^#1 ${stream}@1 invoice\\.issued `));
     const verify = await idem(['verify', '--postgres', url]);
     assert.equal(verify.code, 0, verify.stderr);
@@ -43,7 +78,10 @@ describe('idem on the PostgreSQL store (--postgres and IDEM_POSTGRES_URL)', { sk
     const stream = randomStream('env');
     const appended = await idem(['append', stream, '--type', 'env.used', '--data', 'null'], { env });
     assert.equal(appended.code, 0, appended.stderr);
-    const [read, consumers] = await Promise.all([idem(['read', stream, '--json'], { env }), idem(['consumers', '--json'], { env })]);
+    const [read, consumers] = await Promise.all([
+      idem(['read', stream, '--json'], { env }),
+      idem(['consumers', '--json'], { env }),
+    ]);
     assert.equal(json<RecordedEvent[]>(read).length, 1);
     assert.ok(Array.isArray(json<ConsumerInfo[]>(consumers)));
   });

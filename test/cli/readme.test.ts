@@ -29,7 +29,9 @@ describe('README', () => {
         .replace("'./data/example.db'", JSON.stringify(dir.file('example.db')));
       const file = dir.file('example.mts');
       writeFileSync(file, source);
-      const { stdout } = await promisify(execFile)(process.execPath, ['--import', 'tsx', file], { cwd: ROOT });
+      const { stdout } = await promisify(execFile)(process.execPath, ['--import', 'tsx', file], {
+        cwd: ROOT,
+      });
       const lines = stdout.trim().split('\n');
       assert.equal(lines[0], '1 true');
       assert.match(lines[1]!, /^1 invoice\.issued \{ amount: 100 \}$/);

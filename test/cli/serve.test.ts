@@ -19,22 +19,65 @@ describe('idem serve', () => {
       const health = await fetch(`${url}/health`);
       assert.equal(health.status, 200);
       const stream = randomStream('remote');
-      const appended = await idem(['append', stream, '--type', 'remote.made', '--data', '{"ok":true}', '--url', url!]);
+      const appended = await idem([
+        'append',
+        stream,
+        '--type',
+        'remote.made',
+        '--data',
+        '{"ok":true}',
+        '--url',
+        url!,
+      ]);
       assert.equal(appended.code, 0, appended.stderr);
-      const conflict = await idem(['append', stream, '--type', 'remote.made', '--data', '1', '--expected-version', '0', '--url', url!]);
+      const conflict = await idem([
+        'append',
+        stream,
+        '--type',
+        'remote.made',
+        '--data',
+        '1',
+        '--expected-version',
+        '0',
+        '--url',
+        url!,
+      ]);
       assert.equal(conflict.code, 3);
       assert.match(conflict.stderr, /^idem: wrong_expected_version: /m);
       const read = await idem(['read', stream, '--url', url!, '--json']);
-      assert.deepEqual(json<RecordedEvent[]>(read).map((e) => e.data), [{ ok: true }]);
+      assert.deepEqual(
+        json<RecordedEvent[]>(read).map((e) => e.data),
+        [{ ok: true }],
+      );
 
       // A durable consumer over the server's WebSocket: catch-up, live, acks.
       const consumer = randomConsumer('remote');
-      const tail = await startIdem(['tail', '--consumer', consumer, '--prefix', stream, '--from', 'start', '--url', url!]);
+      const tail = await startIdem([
+        'tail',
+        '--consumer',
+        consumer,
+        '--prefix',
+        stream,
+        '--from',
+        'start',
+        '--url',
+        url!,
+      ]);
       let last = 0;
       try {
         await tail.waitFor(new RegExp(`${stream}@1 remote\\.made`));
         await tail.waitFor(/caught up at position \d+/, 'stderr');
-        const live = await idem(['append', stream, '--type', 'remote.live', '--data', '2', '--url', url!, '--json']);
+        const live = await idem([
+          'append',
+          stream,
+          '--type',
+          'remote.live',
+          '--data',
+          '2',
+          '--url',
+          url!,
+          '--json',
+        ]);
         last = json<AppendResult>(live).lastPosition;
         await tail.waitFor(new RegExp(`${stream}@2 remote\\.live`));
       } finally {

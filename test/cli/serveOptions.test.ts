@@ -12,7 +12,9 @@ describe('idem serve options', () => {
 
   it('with tokens, --url needs IDEM_TOKEN', async () => {
     const env = { IDEM_TOKENS: 'cli=s3cret-token:admin' };
-    const server = await startIdem(['serve', '--db', dir.file('tokens.db'), '--port', '0', '--json'], { env });
+    const server = await startIdem(['serve', '--db', dir.file('tokens.db'), '--port', '0', '--json'], {
+      env,
+    });
     try {
       const [, url] = await server.waitFor(/"url":"(http:\/\/127\.0\.0\.1:\d+)"/);
       const [denied, allowed] = await Promise.all([

@@ -26,7 +26,10 @@ describe('idem tail', () => {
     try {
       await tail.waitFor(/tailing .* after position 1;/, 'stderr');
       const stream = randomStream('live');
-      await store.append(stream, [{ type: 'live.one', data: { n: 1 } }, { type: 'live.two', data: { n: 2 } }]);
+      await store.append(stream, [
+        { type: 'live.one', data: { n: 1 } },
+        { type: 'live.two', data: { n: 2 } },
+      ]);
       await tail.waitFor(new RegExp(`${stream}@2 live\\.two`));
       assert.match(tail.stdout(), new RegExp(`^#2 ${stream}@1 live\\.one \\S+ \\{"n":1\\}`));
       assert.doesNotMatch(tail.stdout(), /old\.event/, 'history before the head is not printed');
@@ -47,8 +50,14 @@ describe('idem tail', () => {
     } finally {
       const exit = await tail.stop('SIGTERM');
       assert.equal(exit.code, 0, exit.stderr);
-      const lines = exit.stdout.trim().split('\n').map((l) => JSON.parse(l) as RecordedEvent);
-      assert.deepEqual(lines.map((e) => [e.type, e.data]), [['wanted', 2]]);
+      const lines = exit.stdout
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l) as RecordedEvent);
+      assert.deepEqual(
+        lines.map((e) => [e.type, e.data]),
+        [['wanted', 2]],
+      );
     }
   });
 
@@ -56,10 +65,23 @@ describe('idem tail', () => {
     const consumer = randomConsumer('tail');
     const stream = randomStream('acked');
     await store.append(stream, [{ type: 'acked.before', data: 1 }]);
-    const tail = await startIdem(['tail', '--db', db, '--consumer', consumer, '--prefix', stream, '--from', 'start']);
+    const tail = await startIdem([
+      'tail',
+      '--db',
+      db,
+      '--consumer',
+      consumer,
+      '--prefix',
+      stream,
+      '--from',
+      'start',
+    ]);
     let last = 0;
     try {
-      await tail.waitFor(new RegExp(`tailing as consumer "${consumer}" \\(epoch \\d+\\) from position 0`), 'stderr');
+      await tail.waitFor(
+        new RegExp(`tailing as consumer "${consumer}" \\(epoch \\d+\\) from position 0`),
+        'stderr',
+      );
       await tail.waitFor(new RegExp(`${stream}@1 acked\\.before`));
       await tail.waitFor(/caught up at position \d+/, 'stderr');
       last = (await store.append(stream, [{ type: 'acked.live', data: 2 }])).lastPosition;

@@ -9,7 +9,16 @@ import { idem, json } from './cli.js';
 
 let n = 0;
 function ev(position: number, stream: string, version: number, id = `id-${++n}`): RecordedEvent {
-  return { id, stream, version, position, type: 't', data: null, metadata: {}, recordedAt: '2026-01-01T00:00:00.000Z' };
+  return {
+    id,
+    stream,
+    version,
+    position,
+    type: 't',
+    data: null,
+    metadata: {},
+    recordedAt: '2026-01-01T00:00:00.000Z',
+  };
 }
 
 async function* iterate(events: RecordedEvent[]): AsyncIterable<RecordedEvent> {
@@ -41,7 +50,10 @@ describe('verifyLog', () => {
     const r = await check([ev(1, 'a', 1, 'x'), ev(2, 'a', 3), ev(3, 'b', 2), ev(4, 'c', 1, 'x')]);
     assert.equal(r.counts.version_gap, 2);
     assert.equal(r.counts.duplicate_id, 1);
-    assert.match(r.violations.find((v) => v.kind === 'duplicate_id')!.message, /id x at #4 was already used at #1/);
+    assert.match(
+      r.violations.find((v) => v.kind === 'duplicate_id')!.message,
+      /id x at #4 was already used at #1/,
+    );
   });
 
   it('keeps at most maxExamples examples but counts every violation', async () => {
@@ -59,7 +71,11 @@ describe('idem verify', () => {
       const db = dir.file('idem.db');
       const store = await openSqliteStore({ path: db });
       try {
-        await store.append('order-1', [{ type: 'a', data: 1 }, { type: 'b', data: 2 }, { type: 'c', data: 3 }]);
+        await store.append('order-1', [
+          { type: 'a', data: 1 },
+          { type: 'b', data: 2 },
+          { type: 'c', data: 3 },
+        ]);
         await store.append('order-2', [{ type: 'a', data: 4 }]);
       } finally {
         await store.close();
@@ -73,7 +89,10 @@ describe('idem verify', () => {
       } finally {
         raw.close();
       }
-      const [human, machine] = await Promise.all([idem(['verify', '--db', db]), idem(['verify', '--db', db, '--json'])]);
+      const [human, machine] = await Promise.all([
+        idem(['verify', '--db', db]),
+        idem(['verify', '--db', db, '--json']),
+      ]);
       assert.equal(human.code, 1);
       assert.match(human.stdout, /^FAILED: .*: 3 events in 2 streams, head 4; 2 violations/);
       assert.match(human.stdout, /position_gap: position #2 is missing \(next is #3\)/);
@@ -81,7 +100,13 @@ describe('idem verify', () => {
       assert.equal(machine.code, 1);
       const report = json<VerifyReport>(machine);
       assert.equal(report.ok, false);
-      assert.deepEqual(report.counts, { position_gap: 1, position_order: 0, head_mismatch: 0, version_gap: 1, duplicate_id: 0 });
+      assert.deepEqual(report.counts, {
+        position_gap: 1,
+        position_order: 0,
+        head_mismatch: 0,
+        version_gap: 1,
+        duplicate_id: 0,
+      });
     } finally {
       await dir.cleanup();
     }

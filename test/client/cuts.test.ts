@@ -86,7 +86,9 @@ describe('remote consumer through connection cuts', () => {
       db.exec(SQLITE_SCHEMA);
       db.exec('CREATE TABLE applied (event_id TEXT PRIMARY KEY, n INTEGER NOT NULL)');
       const billing = sqliteBilling(db);
-      const count = db.prepare('INSERT INTO applied (event_id, n) VALUES (?, 1) ON CONFLICT (event_id) DO UPDATE SET n = n + 1');
+      const count = db.prepare(
+        'INSERT INTO applied (event_id, n) VALUES (?, 1) ON CONFLICT (event_id) DO UPDATE SET n = n + 1',
+      );
       const c = createConsumer({
         name: 'billing_v2',
         source: remote,
@@ -112,7 +114,11 @@ describe('remote consumer through connection cuts', () => {
           timeoutMs: 60_000,
           message: `${target} events processed`,
         });
-        assert.notEqual(c.status().state, 'failed', `consumer failed: ${String(c.status().lastError?.message)}`);
+        assert.notEqual(
+          c.status().state,
+          'failed',
+          `consumer failed: ${String(c.status().lastError?.message)}`,
+        );
         if (proxy.cut() > 0) cuts++;
         // No connection open (the consumer is between reconnects): let it reconnect before trying again.
         else await new Promise((resolve) => setTimeout(resolve, 5));
@@ -120,8 +126,14 @@ describe('remote consumer through connection cuts', () => {
       await c.whenCaughtUp({ timeoutMs: 60_000 });
       await c.stop();
 
-      const rows = db.prepare('SELECT count(*) AS applied, coalesce(sum(n > 1), 0) AS doubled FROM applied').get() as { applied: number; doubled: number };
-      const totals = db.prepare('SELECT sum(amount) AS issued, sum(paid) AS paid, sum(status = \'paid\') AS fully FROM invoice_status').get() as {
+      const rows = db
+        .prepare('SELECT count(*) AS applied, coalesce(sum(n > 1), 0) AS doubled FROM applied')
+        .get() as { applied: number; doubled: number };
+      const totals = db
+        .prepare(
+          "SELECT sum(amount) AS issued, sum(paid) AS paid, sum(status = 'paid') AS fully FROM invoice_status",
+        )
+        .get() as {
         issued: number;
         paid: number;
         fully: number;
@@ -139,7 +151,10 @@ describe('remote consumer through connection cuts', () => {
       assert.equal(totals.issued, expectedIssued);
       assert.equal(totals.paid, expectedIssued);
       assert.equal(totals.fully, INVOICES);
-      assert.equal((await fixture.store.consumers.get('billing_v2')).position, await fixture.store.headPosition());
+      assert.equal(
+        (await fixture.store.consumers.get('billing_v2')).position,
+        await fixture.store.headPosition(),
+      );
     } finally {
       await consumer?.stop();
       await remote.close();

@@ -20,7 +20,16 @@ function childCommand(dir: string): string[] {
   const esbuild = resolve('node_modules/.bin/esbuild');
   const out = resolve(dir, 'crashChild.mjs');
   if (existsSync(esbuild)) {
-    const r = spawnSync(esbuild, [CHILD, '--bundle', '--platform=node', '--format=esm', '--target=node20', '--packages=external', `--outfile=${out}`, '--log-level=warning']);
+    const r = spawnSync(esbuild, [
+      CHILD,
+      '--bundle',
+      '--platform=node',
+      '--format=esm',
+      '--target=node20',
+      '--packages=external',
+      `--outfile=${out}`,
+      '--log-level=warning',
+    ]);
     if (r.status === 0) {
       symlinkSync(resolve('node_modules'), resolve(dir, 'node_modules'), 'dir');
       return [out];
@@ -78,7 +87,12 @@ interface Outcome {
 }
 
 /** `maxPerLife`: a life is killed once a random 1..maxPerLife more events are committed (or blindly written), until `minKills` kills. */
-async function crashRun(mode: 'ledger' | 'blind', events: number, minKills: number, maxPerLife: number): Promise<Outcome> {
+async function crashRun(
+  mode: 'ledger' | 'blind',
+  events: number,
+  minKills: number,
+  maxPerLife: number,
+): Promise<Outcome> {
   const dir = tempDir('idem-crash-');
   try {
     const storePath = dir.file('store.db');
@@ -91,14 +105,18 @@ async function crashRun(mode: 'ledger' | 'blind', events: number, minKills: numb
     try {
       for (let s = 0; s < streams; s++) {
         const stream = `invoice-${s}`;
-        const batch = Array.from({ length: perStream }, (_, i) => ({ type: 'invoice.line_added', data: { amount: 1 + ((s * 7 + i) % 13) } }));
+        const batch = Array.from({ length: perStream }, (_, i) => ({
+          type: 'invoice.line_added',
+          data: { amount: 1 + ((s * 7 + i) % 13) },
+        }));
         await store.append(stream, batch);
         expected.set(stream, { total: batch.reduce((x, e) => x + e.data.amount, 0), events: perStream });
       }
     } finally {
       await store.close();
     }
-    const args = mode === 'ledger' ? [storePath, targetPath, 'ledger'] : [storePath, targetPath, 'blind', blindPath];
+    const args =
+      mode === 'ledger' ? [storePath, targetPath, 'ledger'] : [storePath, targetPath, 'blind', blindPath];
     const command = childCommand(dir.path);
     let kills = 0;
     let delivered = 0;
@@ -107,11 +125,18 @@ async function crashRun(mode: 'ledger' | 'blind', events: number, minKills: numb
     // committed rows (blind run), read through their own read-only connections.
     const progress = (): number => {
       try {
-        const db = new Database(mode === 'ledger' ? targetPath : blindPath, { readonly: true, fileMustExist: true });
+        const db = new Database(mode === 'ledger' ? targetPath : blindPath, {
+          readonly: true,
+          fileMustExist: true,
+        });
         try {
           return mode === 'ledger'
-            ? ((db.prepare(`SELECT position FROM idem_checkpoints WHERE consumer = 'billing_v2'`).get() as { position: number } | undefined)?.position ?? 0)
-            : ((db.prepare('SELECT sum(events) AS n FROM invoice_status').get() as { n: number | null }).n ?? 0);
+            ? ((
+                db.prepare(`SELECT position FROM idem_checkpoints WHERE consumer = 'billing_v2'`).get() as
+                  { position: number } | undefined
+              )?.position ?? 0)
+            : ((db.prepare('SELECT sum(events) AS n FROM invoice_status').get() as { n: number | null }).n ??
+                0);
         } finally {
           db.close();
         }
@@ -134,7 +159,11 @@ async function crashRun(mode: 'ledger' | 'blind', events: number, minKills: numb
     const out = new Database(mode === 'ledger' ? targetPath : blindPath, { readonly: true });
     const target = new Database(targetPath, { readonly: true });
     try {
-      const rows = out.prepare('SELECT stream, total, events FROM invoice_status').all() as { stream: string; total: number; events: number }[];
+      const rows = out.prepare('SELECT stream, total, events FROM invoice_status').all() as {
+        stream: string;
+        total: number;
+        events: number;
+      }[];
       const got = new Map(rows.map((r) => [r.stream, r]));
       let lost = 0;
       let doubled = 0;
@@ -145,7 +174,11 @@ async function crashRun(mode: 'ledger' | 'blind', events: number, minKills: numb
         doubled += Math.max(0, have.events - want.events);
         if (have.total !== want.total) totalsMatch = false;
       }
-      const ledgerRows = (target.prepare(`SELECT count(DISTINCT key) AS n ${LEDGER_OF_CONSUMER}`).get('billing_v2') as { n: number }).n;
+      const ledgerRows = (
+        target.prepare(`SELECT count(DISTINCT key) AS n ${LEDGER_OF_CONSUMER}`).get('billing_v2') as {
+          n: number;
+        }
+      ).n;
       return { kills, delivered, duplicates, lost, doubled, totalsMatch, ledgerRows };
     } finally {
       out.close();
@@ -171,7 +204,9 @@ describe('consumer crash test (SIGKILL at random moments, SQLite store + SQLite 
 
   it('with a blind counter outside the ledger transaction: the same kills double events (the test can fail)', async () => {
     const r = await crashRun('blind', 4_000, 5, 300);
-    console.log(`# blind: delivered=${r.delivered} (reported) duplicates=${r.duplicates} kills=${r.kills} lost=${r.lost} doubled=${r.doubled}`);
+    console.log(
+      `# blind: delivered=${r.delivered} (reported) duplicates=${r.duplicates} kills=${r.kills} lost=${r.lost} doubled=${r.doubled}`,
+    );
     assert.ok(r.kills >= 5);
     assert.equal(r.lost, 0);
     assert.ok(r.doubled > 0, 'a kill between the blind write and the commit repeats the write');

@@ -8,7 +8,10 @@ const SCRIPT = fileURLToPath(new URL('../../examples/billing/run.ts', import.met
 
 function run(env: NodeJS.ProcessEnv): Promise<{ code: number | null; out: string }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', SCRIPT], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, ['--import', 'tsx', SCRIPT], {
+      env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let out = '';
     child.stdout.on('data', (d: Buffer) => (out += d.toString()));
     child.stderr.on('data', (d: Buffer) => (out += d.toString()));
@@ -20,13 +23,17 @@ function run(env: NodeJS.ProcessEnv): Promise<{ code: number | null; out: string
 describe('examples/billing (npm run example:billing)', () => {
   it('bills every invoice exactly once, also after a full redelivery', async () => {
     const pgUp = await postgresAvailable();
-    if (!pgUp && servicesRequired()) throw new Error(`postgres is required (IDEM_REQUIRE_SERVICES=1) but unreachable at ${POSTGRES_URL}`);
+    if (!pgUp && servicesRequired())
+      throw new Error(`postgres is required (IDEM_REQUIRE_SERVICES=1) but unreachable at ${POSTGRES_URL}`);
     const env = { ...process.env };
     if (pgUp) env.IDEM_POSTGRES_URL = POSTGRES_URL;
     else delete env.IDEM_POSTGRES_URL;
     const { code, out } = await run(env);
     assert.equal(code, 0, out);
-    assert.match(out, /sqlite: first run processed 500 of 500 delivered; redelivery processed 0, skipped 500 duplicates/);
+    assert.match(
+      out,
+      /sqlite: first run processed 500 of 500 delivered; redelivery processed 0, skipped 500 duplicates/,
+    );
     assert.match(out, /sqlite: invoices=300 .* OK/);
     assert.match(out, /sqlite: ledger rows=500/);
     if (pgUp) assert.match(out, /postgres: invoices=300 .* OK/);

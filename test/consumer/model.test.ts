@@ -21,11 +21,24 @@ type Op =
   | { kind: 'settle' };
 
 const opArb: fc.Arbitrary<Op> = fc.oneof(
-  { weight: 5, arbitrary: fc.record({ kind: fc.constant('append' as const), stream: fc.integer({ min: 0, max: 3 }), amounts: fc.array(fc.integer({ min: 1, max: 100 }), { minLength: 1, maxLength: 4 }) }) },
+  {
+    weight: 5,
+    arbitrary: fc.record({
+      kind: fc.constant('append' as const),
+      stream: fc.integer({ min: 0, max: 3 }),
+      amounts: fc.array(fc.integer({ min: 1, max: 100 }), { minLength: 1, maxLength: 4 }),
+    }),
+  },
   { weight: 1, arbitrary: fc.constant({ kind: 'failRecord' as const }) },
   { weight: 1, arbitrary: fc.constant({ kind: 'failAck' as const }) },
   { weight: 1, arbitrary: fc.constant({ kind: 'restart' as const }) },
-  { weight: 1, arbitrary: fc.record({ kind: fc.constant('rewind' as const), fraction: fc.double({ min: 0, max: 1, noNaN: true }) }) },
+  {
+    weight: 1,
+    arbitrary: fc.record({
+      kind: fc.constant('rewind' as const),
+      fraction: fc.double({ min: 0, max: 1, noNaN: true }),
+    }),
+  },
   { weight: 2, arbitrary: fc.constant({ kind: 'settle' as const }) },
 );
 
@@ -62,7 +75,10 @@ async function runModel(ops: Op[], guard: Guard[]): Promise<void> {
       switch (op.kind) {
         case 'append': {
           const stream = `acct-${op.stream}`;
-          await store.append(stream, op.amounts.map((amount) => ({ type: 'credited', data: { amount } })));
+          await store.append(
+            stream,
+            op.amounts.map((amount) => ({ type: 'credited', data: { amount } })),
+          );
           model.set(stream, (model.get(stream) ?? 0) + op.amounts.reduce((a, b) => a + b, 0));
           events += op.amounts.length;
           break;
@@ -101,7 +117,11 @@ async function runModel(ops: Op[], guard: Guard[]): Promise<void> {
 const runs = Number(process.env.IDEM_MODEL_RUNS ?? 40);
 
 describe('consumer model: appends, crashes before commit and ack, restarts, rewinds', () => {
-  for (const guard of [['event-id'], ['entity-version'], ['entity-version', 'event-id']] satisfies Guard[][]) {
+  for (const guard of [
+    ['event-id'],
+    ['entity-version'],
+    ['entity-version', 'event-id'],
+  ] satisfies Guard[][]) {
     it(`guard ${guard.join(' + ')} (${runs} runs)`, async () => {
       await fc.assert(
         fc.asyncProperty(fc.array(opArb, { maxLength: 25 }), (ops) => runModel(ops, guard)),

@@ -30,7 +30,10 @@ describe('postgresTarget options', { skip }, () => {
     const db = await createTempDatabase('idem_consumer');
     const pool = new pg.Pool({ connectionString: db.connectionString, max: 2 });
     try {
-      assert.throws(() => postgresTarget(pool, { schema: 'bad-name' }), { code: 'invalid_input', field: 'schema' });
+      assert.throws(() => postgresTarget(pool, { schema: 'bad-name' }), {
+        code: 'invalid_input',
+        field: 'schema',
+      });
       const long = `s${'x'.repeat(61)}1`;
       const other = `s${'x'.repeat(61)}2`;
       for (const schema of [long, other]) {
@@ -38,7 +41,12 @@ describe('postgresTarget options', { skip }, () => {
         await t.migrate();
         await t.transaction(async (tx) => {
           await tx.checkpoint('c');
-          await tx.record('c', { entries: [{ key: `event:${schema}`, position: 1 }], versions: new Map([['s-1', 1]]), position: 1, epoch: 1 });
+          await tx.record('c', {
+            entries: [{ key: `event:${schema}`, position: 1 }],
+            versions: new Map([['s-1', 1]]),
+            position: 1,
+            epoch: 1,
+          });
         });
         assert.deepEqual(await t.readCheckpoint('c'), { position: 1, epoch: 1 });
         assert.equal(await t.ledgerSize('c'), 1);

@@ -25,10 +25,17 @@ describe('sqlite target schema', () => {
       const path = dir.file('target.db');
       // A target file as releases before migration 3 left it, with ledger rows of two consumers.
       const old = new Database(path);
-      runMigrations(old, TARGET_MIGRATIONS.filter((m) => m.version <= 2), TARGET_SCHEMA_TABLE);
-      const insert = old.prepare('INSERT INTO idem_processed (consumer, key, position, processed_at) VALUES (?, ?, ?, ?)');
+      runMigrations(
+        old,
+        TARGET_MIGRATIONS.filter((m) => m.version <= 2),
+        TARGET_SCHEMA_TABLE,
+      );
+      const insert = old.prepare(
+        'INSERT INTO idem_processed (consumer, key, position, processed_at) VALUES (?, ?, ?, ?)',
+      );
       for (let i = 1; i <= 300; i++) insert.run('billing_v1', `event:${i}`, i, '2026-12-01T00:00:00.000Z');
-      for (let i = 1; i <= 5; i++) insert.run('audit_v1', `command:${i}`, 1000 + i, '2026-12-01T00:00:00.000Z');
+      for (let i = 1; i <= 5; i++)
+        insert.run('audit_v1', `command:${i}`, 1000 + i, '2026-12-01T00:00:00.000Z');
       old.close();
 
       const target = sqliteTarget(path);
@@ -44,19 +51,40 @@ describe('sqlite target schema', () => {
         }));
         assert.deepEqual(found, { billing: ['event:1', 'event:300'], audit: ['command:1'] });
         const db = target.db;
-        assert.equal(db.prepare("SELECT count(*) FROM sqlite_master WHERE name = 'idem_processed'").pluck().get(), 0);
+        assert.equal(
+          db.prepare("SELECT count(*) FROM sqlite_master WHERE name = 'idem_processed'").pluck().get(),
+          0,
+        );
         assert.deepEqual(
-          db.prepare('SELECT position FROM idem_ledger JOIN idem_target_consumers c ON c.id = consumer_id WHERE c.consumer = ? AND key = ?').pluck().get('audit_v1', 'command:5'),
+          db
+            .prepare(
+              'SELECT position FROM idem_ledger JOIN idem_target_consumers c ON c.id = consumer_id WHERE c.consumer = ? AND key = ?',
+            )
+            .pluck()
+            .get('audit_v1', 'command:5'),
           1005,
         );
         // New rows go on after the moved ones, for old and new consumers.
         await target.transaction(async (t) => {
-          await t.record('billing_v1', { entries: [{ key: 'event:301', position: 301 }], versions: new Map(), position: 301, epoch: 1 });
-          await t.record('new_v1', { entries: [{ key: 'event:1', position: 1 }], versions: new Map(), position: 1, epoch: 1 });
+          await t.record('billing_v1', {
+            entries: [{ key: 'event:301', position: 301 }],
+            versions: new Map(),
+            position: 301,
+            epoch: 1,
+          });
+          await t.record('new_v1', {
+            entries: [{ key: 'event:1', position: 1 }],
+            versions: new Map(),
+            position: 1,
+            epoch: 1,
+          });
         });
         assert.equal(await target.ledgerSize('billing_v1'), 301);
         assert.equal(await target.ledgerSize('new_v1'), 1);
-        assert.equal(db.prepare(`SELECT max(version) FROM ${TARGET_SCHEMA_TABLE}`).pluck().get(), TARGET_MIGRATIONS.at(-1)!.version);
+        assert.equal(
+          db.prepare(`SELECT max(version) FROM ${TARGET_SCHEMA_TABLE}`).pluck().get(),
+          TARGET_MIGRATIONS.at(-1)!.version,
+        );
       } finally {
         await target.close();
       }

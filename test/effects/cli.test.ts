@@ -167,9 +167,22 @@ describe('idem consumer rebuild with a batch handler (CLI)', () => {
     const tdb = dir.file('target.db');
     const store = await openSqliteStore({ path: db });
     try {
-      for (let i = 1; i <= 3; i++) await store.append(`invoice-${i}`, [{ type: 'invoice.issued', data: { i } }]);
+      for (let i = 1; i <= 3; i++)
+        await store.append(`invoice-${i}`, [{ type: 'invoice.issued', data: { i } }]);
       const t = ['--target-db', tdb];
-      const r = await idemInProcess(['consumer', 'rebuild', 'mailer_v1', '--as', 'mailer_v2', '--module', BATCH_PROJECTION, '--db', db, ...t, '--json']);
+      const r = await idemInProcess([
+        'consumer',
+        'rebuild',
+        'mailer_v1',
+        '--as',
+        'mailer_v2',
+        '--module',
+        BATCH_PROJECTION,
+        '--db',
+        db,
+        ...t,
+        '--json',
+      ]);
       assert.equal(r.code, 0, r.stderr);
       const progress = JSON.parse(r.stdout) as { caughtUp: boolean; position: number; name: string };
       assert.deepEqual([progress.name, progress.caughtUp, progress.position], ['mailer_v2', true, 3]);

@@ -15,7 +15,9 @@ export function describeQuickFaults(title: string, names: readonly string[]): vo
           t.skip(r.skipped);
           return;
         }
-        console.log(`# ${r.name}: faults=${r.faults} events=${r.events} delivered=${r.delivered} duplicates=${r.duplicates} lost=${r.lost} doubled=${r.doubled} out-of-order=${r.outOfOrder}; ${r.notes.join('; ')}`);
+        console.log(
+          `# ${r.name}: faults=${r.faults} events=${r.events} delivered=${r.delivered} duplicates=${r.duplicates} lost=${r.lost} doubled=${r.doubled} out-of-order=${r.outOfOrder}; ${r.notes.join('; ')}`,
+        );
         assert.equal(r.error, undefined, r.error);
         assert.ok(r.faultCount > 0 || name.startsWith('load'), 'faults were injected');
         assert.ok(r.events > 0, 'events were written');

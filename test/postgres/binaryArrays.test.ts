@@ -28,7 +28,10 @@ describe('binary array parameters', { skip: ctx.skip }, () => {
       );
       assert.deepEqual(r.rows[0]?.t, texts);
       assert.deepEqual(r.rows[0]?.i, ints);
-      assert.deepEqual(r.rows[0]?.u, uuids.map((u) => u.toLowerCase()));
+      assert.deepEqual(
+        r.rows[0]?.u,
+        uuids.map((u) => u.toLowerCase()),
+      );
       assert.equal(r.rows[0]?.n, 0);
     } finally {
       await store.close();

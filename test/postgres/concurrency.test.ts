@@ -31,7 +31,9 @@ describe('postgres store under concurrent writers', { skip: pg.skip }, () => {
           for (;;) {
             if (known >= target) return;
             try {
-              const r = await store.append(stream, [{ type: 'bid', data: { writer: w, at: known } }], { expectedVersion: known });
+              const r = await store.append(stream, [{ type: 'bid', data: { writer: w, at: known } }], {
+                expectedVersion: known,
+              });
               assert.equal(r.version, known + 1);
               assert.equal(winners.has(r.version), false, `version ${r.version} won twice`);
               winners.set(r.version, w);
@@ -53,11 +55,19 @@ describe('postgres store under concurrent writers', { skip: pg.skip }, () => {
       const lost = [...winners.keys()].filter((v) => !versions.includes(v)).length;
       const doubled = versions.length - new Set(versions).size;
       const holes = versions.filter((v, i) => v !== i + 1).length;
-      console.log(`# 16 writers: ${winners.size} wins, ${conflicts} conflicts, lost ${lost}, doubled ${doubled}, holes ${holes}`);
+      console.log(
+        `# 16 writers: ${winners.size} wins, ${conflicts} conflicts, lost ${lost}, doubled ${doubled}, holes ${holes}`,
+      );
       assert.equal(events.length, winners.size);
       assert.ok(events.length >= target);
-      assert.deepEqual(versions, Array.from({ length: events.length }, (_, i) => i + 1));
-      assert.deepEqual(positions, [...positions].sort((a, b) => a - b));
+      assert.deepEqual(
+        versions,
+        Array.from({ length: events.length }, (_, i) => i + 1),
+      );
+      assert.deepEqual(
+        positions,
+        [...positions].sort((a, b) => a - b),
+      );
       for (const e of events) assert.equal(winners.get(e.version), (e.data as { writer: number }).writer);
       assert.ok(conflicts > 0, 'the writers really raced');
     } finally {
@@ -94,7 +104,10 @@ describe('postgres store under concurrent writers', { skip: pg.skip }, () => {
     try {
       const results = await Promise.all(
         Array.from({ length: 60 }, (_, i) =>
-          stores[i % stores.length]!.append(`multi-${i % 7}`, Array.from({ length: 1 + (i % 5) }, (_, k) => ({ type: 't', data: { i, k } }))),
+          stores[i % stores.length]!.append(
+            `multi-${i % 7}`,
+            Array.from({ length: 1 + (i % 5) }, (_, k) => ({ type: 't', data: { i, k } })),
+          ),
         ),
       );
       const total = results.reduce((n, r) => n + r.ids.length, 0);
@@ -106,8 +119,12 @@ describe('postgres store under concurrent writers', { skip: pg.skip }, () => {
         assert.equal(e.version, (versions.get(e.stream) ?? 0) + 1, `${e.stream} versions are contiguous`);
         versions.set(e.stream, e.version);
       }
-      assert.deepEqual(positions, Array.from({ length: total }, (_, i) => i + 1));
-      for (const r of results) assert.equal(r.lastPosition - r.firstPosition + 1, r.ids.length, 'one append, one position block');
+      assert.deepEqual(
+        positions,
+        Array.from({ length: total }, (_, i) => i + 1),
+      );
+      for (const r of results)
+        assert.equal(r.lastPosition - r.firstPosition + 1, r.ids.length, 'one append, one position block');
     } finally {
       await Promise.all(stores.map((s) => s.close()));
     }

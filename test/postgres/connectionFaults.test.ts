@@ -68,7 +68,11 @@ describe('postgres store: connection faults', { skip: ctx.skip }, () => {
           // 40 appends each, and more while no statement has been cut yet (a fast machine can
           // finish 40 between two rounds of the killer, cutting only idle connections).
           for (let i = 0; i < 40 || (store.connectionFaults === 0 && i < 400); i++) {
-            const batch: NewEvent[] = Array.from({ length: 5 }, (_, k) => ({ id: randomUUID(), type: 'tick', data: { w, i, k } }));
+            const batch: NewEvent[] = Array.from({ length: 5 }, (_, k) => ({
+              id: randomUUID(),
+              type: 'tick',
+              data: { w, i, k },
+            }));
             try {
               const r = await store.append(stream, batch, { expectedVersion: i * 5 });
               assert.equal(r.version, (i + 1) * 5);
@@ -111,7 +115,9 @@ describe('postgres store: connection faults', { skip: ctx.skip }, () => {
       // The LISTEN connection was cut too, and came back.
       await until(() => store.listening, { message: 'the LISTEN connection to come back' });
       const r = await store.append('after-faults', [{ type: 'x', data: null }]);
-      await until(() => heads.includes(r.lastPosition), { message: 'the append after the faults to be heard' });
+      await until(() => heads.includes(r.lastPosition), {
+        message: 'the append after the faults to be heard',
+      });
     } finally {
       await store.close();
     }
@@ -136,7 +142,15 @@ describe('postgres store: connection faults', { skip: ctx.skip }, () => {
       await raw.query('BEGIN');
       await raw.query(
         `SELECT * FROM "${store.schema}".append_batch($1::text[], $2::text[], $3::int[], $4::uuid[], $5::text[], $6::text[], $7::text[])`,
-        [[stream], ['0'], [2], batch.map((e) => e.id), batch.map((e) => e.type), batch.map((e) => JSON.stringify(e.data)), ['{}', '{}']],
+        [
+          [stream],
+          ['0'],
+          [2],
+          batch.map((e) => e.id),
+          batch.map((e) => e.type),
+          batch.map((e) => JSON.stringify(e.data)),
+          ['{}', '{}'],
+        ],
       );
       await raw.query('COMMIT');
       await killer.query('SELECT pg_terminate_backend($1)', [pid]);
@@ -145,7 +159,10 @@ describe('postgres store: connection faults', { skip: ctx.skip }, () => {
       const again = await store.append(stream, batch, { expectedVersion: 0 });
       assert.equal(again.duplicate, true);
       assert.equal(again.version, 2);
-      assert.deepEqual(again.ids, batch.map((e) => e.id));
+      assert.deepEqual(
+        again.ids,
+        batch.map((e) => e.id),
+      );
       assert.equal(await store.streamVersion(stream), 2);
       assert.equal(await store.headPosition(), 2);
     } finally {

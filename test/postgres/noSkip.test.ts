@@ -17,7 +17,11 @@ const TXS_PER_WRITER = 12;
  * random time (holding whatever they hold) before committing, or (every fifth) rolling back.
  * Returns the ids of the events it committed.
  */
-async function heldWriter(connectionString: string, schema: string, w: number): Promise<{ committed: string[]; rolledBack: string[] }> {
+async function heldWriter(
+  connectionString: string,
+  schema: string,
+  w: number,
+): Promise<{ committed: string[]; rolledBack: string[] }> {
   const client = new pg.Client({ connectionString });
   await client.connect();
   const committed: string[] = [];
@@ -29,7 +33,15 @@ async function heldWriter(connectionString: string, schema: string, w: number): 
       await client.query('BEGIN');
       await client.query(
         `SELECT * FROM "${schema}".append_batch($1::text[], $2::text[], $3::int[], $4::uuid[], $5::text[], $6::text[], $7::text[])`,
-        [[`held-${w}`], ['any'], [n], ids, ids.map(() => 'held'), ids.map((_, k) => JSON.stringify({ w, t, k })), ids.map(() => '{}')],
+        [
+          [`held-${w}`],
+          ['any'],
+          [n],
+          ids,
+          ids.map(() => 'held'),
+          ids.map((_, k) => JSON.stringify({ w, t, k })),
+          ids.map(() => '{}'),
+        ],
       );
       // Hold the transaction open for 0-25 ms, server-side.
       await client.query('SELECT pg_sleep($1)', [Math.random() * 0.025]);
@@ -88,7 +100,10 @@ describe('postgres global order: no reader skips a late commit', { skip: ctx.ski
       const plain: string[] = [];
       const plainWriter = (async () => {
         for (let i = 0; i < 40; i++) {
-          const r = await other.append(`plain-${i % 3}`, [{ type: 'plain', data: { i } }, { type: 'plain', data: { i, second: true } }]);
+          const r = await other.append(`plain-${i % 3}`, [
+            { type: 'plain', data: { i } },
+            { type: 'plain', data: { i, second: true } },
+          ]);
           plain.push(...r.ids);
         }
       })();
@@ -118,7 +133,9 @@ describe('postgres global order: no reader skips a late commit', { skip: ctx.ski
         const doubled = ids.length - new Set(ids).size;
         const outOfOrder = seen.filter((e, i) => i > 0 && e.position <= seen[i - 1]!.position).length;
         const phantom = ids.filter((id) => rolledBack.has(id)).length;
-        console.log(`# ${name}: ${seen.length} seen, lost ${lost}, doubled ${doubled}, out of order ${outOfOrder}, rolled back but seen ${phantom}`);
+        console.log(
+          `# ${name}: ${seen.length} seen, lost ${lost}, doubled ${doubled}, out of order ${outOfOrder}, rolled back but seen ${phantom}`,
+        );
         assert.equal(lost, 0);
         assert.equal(doubled, 0);
         assert.equal(outOfOrder, 0);

@@ -19,10 +19,18 @@ describe('postgres live wake-ups (LISTEN/NOTIFY)', { skip: ctx.skip }, () => {
       const r0 = await b.append('note-0', [{ type: 't', data: 0 }]);
       await until(() => heads.includes(r0.lastPosition), { message: 'the notification of the first append' });
       // Measured on a warm connection: from the append's acknowledgement to the other store hearing it.
-      const r1 = await b.append('note-1', [{ type: 't', data: 1 }, { type: 't', data: 2 }]);
+      const r1 = await b.append('note-1', [
+        { type: 't', data: 1 },
+        { type: 't', data: 2 },
+      ]);
       const acked = process.hrtime.bigint();
-      await until(() => heads.includes(r1.lastPosition), { intervalMs: 1, message: 'the notification of the second append' });
-      console.log(`# notification heard ${(Number(process.hrtime.bigint() - acked) / 1e6).toFixed(1)} ms after the append was acknowledged`);
+      await until(() => heads.includes(r1.lastPosition), {
+        intervalMs: 1,
+        message: 'the notification of the second append',
+      });
+      console.log(
+        `# notification heard ${(Number(process.hrtime.bigint() - acked) / 1e6).toFixed(1)} ms after the append was acknowledged`,
+      );
 
       // Cut every LISTEN connection of the database: the store reconnects (polling meanwhile).
       const killed = await admin.query(
@@ -30,11 +38,17 @@ describe('postgres live wake-ups (LISTEN/NOTIFY)', { skip: ctx.skip }, () => {
       );
       assert.ok((killed.rowCount ?? 0) >= 1, 'a LISTEN backend was terminated');
       const r2 = await b.append('note-2', [{ type: 't', data: 3 }]);
-      await until(() => heads.includes(r2.lastPosition), { message: 'the append made while LISTEN was down' });
+      await until(() => heads.includes(r2.lastPosition), {
+        message: 'the append made while LISTEN was down',
+      });
       await until(() => a.listening, { message: 'the LISTEN connection to come back' });
       const r3 = await b.append('note-3', [{ type: 't', data: 4 }]);
       await until(() => heads.includes(r3.lastPosition), { message: 'the append after reconnecting' });
-      assert.deepEqual(heads, [...heads].sort((x, y) => x - y), 'heads are reported in increasing order');
+      assert.deepEqual(
+        heads,
+        [...heads].sort((x, y) => x - y),
+        'heads are reported in increasing order',
+      );
       assert.equal(new Set(heads).size, heads.length, 'each head is reported once');
     } finally {
       off();
@@ -55,7 +69,10 @@ describe('postgres live wake-ups (LISTEN/NOTIFY)', { skip: ctx.skip }, () => {
       const r = await b.append('live-1', [{ type: 'hello', data: null }]);
       const next = await it.next();
       assert.ok(!next.done && next.value.kind === 'events');
-      assert.deepEqual(next.value.events.map((e) => e.id), r.ids);
+      assert.deepEqual(
+        next.value.events.map((e) => e.id),
+        r.ids,
+      );
     } finally {
       await sub.close();
       await b.close();

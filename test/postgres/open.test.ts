@@ -46,7 +46,10 @@ describe('idem/postgres without a database', () => {
 describe('idem/postgres with the server unreachable', () => {
   it('fails to open with unavailable, after retrying', async () => {
     await assert.rejects(
-      openPostgresStore({ connectionString: 'postgres://postgres@127.0.0.1:1/none', retry: { attempts: 2, initialDelayMs: 1 } }),
+      openPostgresStore({
+        connectionString: 'postgres://postgres@127.0.0.1:1/none',
+        retry: { attempts: 2, initialDelayMs: 1 },
+      }),
       (err: unknown) => isIdemError(err, 'unavailable') && /unreachable/.test(err.message),
     );
   });

@@ -2,7 +2,11 @@
 // schema (a fresh, empty store) per test.
 import { after } from 'node:test';
 import pg from 'pg';
-import { openPostgresStore, type PostgresEventStore, type PostgresStoreOptions } from '../../src/postgres/index.js';
+import {
+  openPostgresStore,
+  type PostgresEventStore,
+  type PostgresStoreOptions,
+} from '../../src/postgres/index.js';
 import { randomIdentifier } from '../support/names.js';
 import { createTempDatabase, type TempDatabase } from '../support/postgres.js';
 import { requireOrSkip } from '../support/services.js';
@@ -15,7 +19,9 @@ export interface PgTestContext {
   /** Opens a store (with its own pool) on a new random schema of the file's database. */
   openStore(options?: Omit<PostgresStoreOptions, 'connectionString' | 'pool'>): Promise<PostgresEventStore>;
   /** The same on the file's shared pool (opens faster; the pool outlives the store). */
-  openSharedStore(options?: Omit<PostgresStoreOptions, 'connectionString' | 'pool'>): Promise<PostgresEventStore>;
+  openSharedStore(
+    options?: Omit<PostgresStoreOptions, 'connectionString' | 'pool'>,
+  ): Promise<PostgresEventStore>;
 }
 
 /**

@@ -22,7 +22,9 @@ class Child {
 
   constructor(args: string[]) {
     this.proc = spawn(process.execPath, ['--import', 'tsx', CHILD, ...args], { stdio: 'pipe' });
-    createInterface({ input: this.proc.stdout }).on('line', (l) => this.lines.push(JSON.parse(l) as Record<string, unknown>));
+    createInterface({ input: this.proc.stdout }).on('line', (l) =>
+      this.lines.push(JSON.parse(l) as Record<string, unknown>),
+    );
     this.proc.stderr.on('data', (d: Buffer) => (this.stderr += d.toString()));
   }
 
@@ -56,7 +58,9 @@ describe('postgres store shared by several processes', { skip: ctx.skip }, () =>
       const results = await Promise.all(children.map((c) => c.line('opened', 30_000)));
       const store = await openPostgresStore({ connectionString: ctx.db.connectionString, schema });
       try {
-        const rows = await store.pool.query<{ version: number }>(`SELECT version FROM "${schema}".schema_migrations ORDER BY version`);
+        const rows = await store.pool.query<{ version: number }>(
+          `SELECT version FROM "${schema}".schema_migrations ORDER BY version`,
+        );
         const versions = rows.rows.map((r) => r.version);
         console.log(`# migrated by 4 processes at once: versions ${versions.join(',')}`);
         const all = STORE_MIGRATIONS.map((m) => m.version).sort((a, b) => a - b);
@@ -72,7 +76,7 @@ describe('postgres store shared by several processes', { skip: ctx.skip }, () =>
     }
   });
 
-  it('lease and fencing across processes: busy while owned, takeover after a pause, the paused owner\'s acks and parks are fenced', async () => {
+  it("lease and fencing across processes: busy while owned, takeover after a pause, the paused owner's acks and parks are fenced", async () => {
     const store = await ctx.openStore();
     const name = randomConsumer('owner');
     const child = new Child(['hold', ctx.db.connectionString, store.schema, name, '600']);
@@ -90,7 +94,11 @@ describe('postgres store shared by several processes', { skip: ctx.skip }, () =>
       const it = sub[Symbol.asyncIterator]();
       const first = await it.next();
       assert.ok(!first.done && first.value.kind === 'events');
-      assert.deepEqual(first.value.events.map((e) => e.position), [1, 2, 3], 'nothing was acknowledged by the frozen owner');
+      assert.deepEqual(
+        first.value.events.map((e) => e.position),
+        [1, 2, 3],
+        'nothing was acknowledged by the frozen owner',
+      );
       await sub.ack(3);
       // Wake the old owner: its acknowledgement is refused.
       child.proc.kill('SIGCONT');

@@ -7,7 +7,14 @@ import { connect } from '../../src/client/connect.js';
 import { createServer, type IdemServer } from '../../src/server/createServer.js';
 import { startServer } from '../../src/server/startServer.js';
 import { isLoopback } from '../../src/server/startServer.js';
-import { loadTokens, parseTokens, sha256Hex, TokenRegistry, type Scope, type TokenConfig } from '../../src/server/tokens.js';
+import {
+  loadTokens,
+  parseTokens,
+  sha256Hex,
+  TokenRegistry,
+  type Scope,
+  type TokenConfig,
+} from '../../src/server/tokens.js';
 import { openSqliteStore, type SqliteEventStore } from '../../src/sqlite/sqliteStore.js';
 import { randomConsumer } from '../support/names.js';
 import { tempDir, type TempDir } from '../support/tempDir.js';
@@ -19,9 +26,19 @@ const TOKENS: TokenConfig[] = [
   { name: 'writer', token: 'tok-append', scopes: ['append'] },
   { name: 'listener', token: 'tok-subscribe', scopes: ['subscribe'] },
   { name: 'ops', sha256: sha256Hex('tok-admin'), scopes: ['admin'] },
-  { name: 'invoicing', token: 'tok-invoice', scopes: ['read', 'append', 'subscribe'], streamPrefixes: ['invoice-'] },
+  {
+    name: 'invoicing',
+    token: 'tok-invoice',
+    scopes: ['read', 'append', 'subscribe'],
+    streamPrefixes: ['invoice-'],
+  },
 ];
-const SECRET: Record<Exclude<Scope, never>, string> = { read: 'tok-read', append: 'tok-append', subscribe: 'tok-subscribe', admin: 'tok-admin' };
+const SECRET: Record<Exclude<Scope, never>, string> = {
+  read: 'tok-read',
+  append: 'tok-append',
+  subscribe: 'tok-subscribe',
+  admin: 'tok-admin',
+};
 
 /** [method, path, scope, body] for every HTTP route that needs a token. */
 const ROUTES: [string, string, Scope, unknown][] = [
@@ -64,7 +81,10 @@ describe('HTTP routes enforce tokens and scopes', () => {
       assert.equal(none.json.error.code, 'unauthorized');
       const bad = await request(method, path, { ...opts, token: 'not-a-token' });
       assert.equal(bad.status, 401);
-      const malformed = await request(method, path, { ...opts, headers: { authorization: 'Basic dG9rLWFkbWlu' } });
+      const malformed = await request(method, path, {
+        ...opts,
+        headers: { authorization: 'Basic dG9rLWFkbWlu' },
+      });
       assert.equal(malformed.status, 401);
       for (const other of ['read', 'append', 'subscribe'] as const) {
         if (other === scope) continue;
@@ -76,7 +96,10 @@ describe('HTTP routes enforce tokens and scopes', () => {
       assert.equal(await store.headPosition(), head, 'a refused request writes nothing');
       for (const allowed of [SECRET[scope], SECRET.admin]) {
         const r = await request(method, path, { ...opts, token: allowed });
-        assert.ok(r.status !== 401 && r.status !== 403, `${method} ${path} with a ${scope} token: ${r.status} ${r.text}`);
+        assert.ok(
+          r.status !== 401 && r.status !== 403,
+          `${method} ${path} with a ${scope} token: ${r.status} ${r.text}`,
+        );
       }
     });
   }
@@ -88,18 +111,35 @@ describe('HTTP routes enforce tokens and scopes', () => {
 
   it('a stream-prefix token touches only its streams', async () => {
     const t = { token: 'tok-invoice' };
-    assert.equal((await request('POST', '/v1/streams/invoice-9/events', { ...t, body: { events: [{ type: 'a', data: 1 }] } })).status, 201);
+    assert.equal(
+      (
+        await request('POST', '/v1/streams/invoice-9/events', {
+          ...t,
+          body: { events: [{ type: 'a', data: 1 }] },
+        })
+      ).status,
+      201,
+    );
     const head = await store.headPosition();
-    const foreign = await request('POST', '/v1/streams/order-9/events', { ...t, body: { events: [{ type: 'a', data: 1 }] } });
+    const foreign = await request('POST', '/v1/streams/order-9/events', {
+      ...t,
+      body: { events: [{ type: 'a', data: 1 }] },
+    });
     assert.equal(foreign.status, 403);
     assert.equal(foreign.json.error.code, 'forbidden');
     assert.equal(await store.headPosition(), head);
-    await request('POST', '/v1/streams/order-9/events', { token: 'tok-append', body: { events: [{ type: 'o', data: 1 }] } });
+    await request('POST', '/v1/streams/order-9/events', {
+      token: 'tok-append',
+      body: { events: [{ type: 'o', data: 1 }] },
+    });
     assert.equal((await request('GET', '/v1/streams/order-9/events', t)).status, 403);
     const all = await request('GET', '/v1/events', t);
     assert.equal(all.status, 200);
     assert.ok(all.json.events.length > 0);
-    assert.ok(all.json.events.every((e: { stream: string }) => e.stream.startsWith('invoice-')), all.text);
+    assert.ok(
+      all.json.events.every((e: { stream: string }) => e.stream.startsWith('invoice-')),
+      all.text,
+    );
     assert.equal((await request('GET', '/v1/events?categories=order', t)).status, 403);
     assert.equal((await request('GET', '/v1/events?streamPrefixes=order-', t)).status, 403);
     assert.equal((await request('GET', '/v1/events?streamPrefixes=invoice-9', t)).status, 200);
@@ -150,12 +190,25 @@ describe('the WebSocket enforces tokens and scopes', () => {
   it('a stream-prefix token subscribes only with a filter inside its prefixes', async () => {
     const c = connect(f.url, { token: 'tok-invoice' });
     assert.equal(await codeOf(c.subscribe(randomConsumer())), 'forbidden');
-    assert.equal(await codeOf(c.subscribe(randomConsumer(), { filter: { categories: ['invoice'] } })), 'forbidden');
-    assert.equal(await codeOf(c.subscribe(randomConsumer(), { filter: { streamPrefixes: ['invoice-4'] } })), 'ok');
+    assert.equal(
+      await codeOf(c.subscribe(randomConsumer(), { filter: { categories: ['invoice'] } })),
+      'forbidden',
+    );
+    assert.equal(
+      await codeOf(c.subscribe(randomConsumer(), { filter: { streamPrefixes: ['invoice-4'] } })),
+      'ok',
+    );
   });
 
   it('the remote client sends its token on HTTP calls too', async () => {
-    assert.equal(await codeOf(connect(f.url).append('invoice-1', [{ type: 'a', data: 1 }]).then(() => ({ close: async () => {} }))), 'unauthorized');
+    assert.equal(
+      await codeOf(
+        connect(f.url)
+          .append('invoice-1', [{ type: 'a', data: 1 }])
+          .then(() => ({ close: async () => {} })),
+      ),
+      'unauthorized',
+    );
     const r = await connect(f.url, { token: SECRET.append }).append('invoice-1', [{ type: 'a', data: 1 }]);
     assert.equal(r.version, 1);
   });
@@ -164,11 +217,23 @@ describe('the WebSocket enforces tokens and scopes', () => {
 describe('token configuration', () => {
   it('parses the compact form and JSON, hashes secrets and checks them', () => {
     const compact = parseTokens('ci=s3cret:read,append:invoice-,order-;\n# comment\nops=0ps:admin');
-    assert.deepEqual(compact[0], { name: 'ci', token: 's3cret', scopes: ['read', 'append'], streamPrefixes: ['invoice-', 'order-'] });
-    const json = parseTokens(JSON.stringify({ tokens: [{ name: 'x', sha256: sha256Hex('abc'), scopes: ['read'] }] }));
+    assert.deepEqual(compact[0], {
+      name: 'ci',
+      token: 's3cret',
+      scopes: ['read', 'append'],
+      streamPrefixes: ['invoice-', 'order-'],
+    });
+    const json = parseTokens(
+      JSON.stringify({ tokens: [{ name: 'x', sha256: sha256Hex('abc'), scopes: ['read'] }] }),
+    );
     const registry = new TokenRegistry([...compact, ...json]);
     assert.equal(registry.authenticate('Bearer s3cret').name, 'ci');
-    assert.deepEqual([...registry.authenticate('Bearer 0ps').scopes].sort(), ['admin', 'append', 'read', 'subscribe']);
+    assert.deepEqual([...registry.authenticate('Bearer 0ps').scopes].sort(), [
+      'admin',
+      'append',
+      'read',
+      'subscribe',
+    ]);
     assert.equal(registry.authenticate('bearer abc').name, 'x');
     assert.throws(() => registry.authenticate('Bearer s3cre'), { code: 'unauthorized' });
     assert.throws(() => registry.authenticate(undefined), { code: 'unauthorized' });
@@ -180,19 +245,26 @@ describe('token configuration', () => {
   });
 
   it('refuses to listen on a non-loopback address without tokens, and allows it with tokens', async () => {
-    assert.ok(isLoopback('127.0.0.1') && isLoopback('::1') && isLoopback('localhost') && isLoopback('127.1.2.3'));
+    assert.ok(
+      isLoopback('127.0.0.1') && isLoopback('::1') && isLoopback('localhost') && isLoopback('127.1.2.3'),
+    );
     assert.ok(!isLoopback('0.0.0.0') && !isLoopback('10.0.0.1') && !isLoopback('::'));
     const dir = tempDir();
     const store = await openSqliteStore({ path: dir.file('events.db') });
     try {
-      await assert.rejects(startServer({ store, host: '0.0.0.0', port: 0 }), (err: { code: string; details: { field: string } }) => {
-        assert.equal(err.code, 'invalid_input');
-        assert.equal(err.details.field, 'host');
-        return true;
-      });
+      await assert.rejects(
+        startServer({ store, host: '0.0.0.0', port: 0 }),
+        (err: { code: string; details: { field: string } }) => {
+          assert.equal(err.code, 'invalid_input');
+          assert.equal(err.details.field, 'host');
+          return true;
+        },
+      );
       const server = await startServer({ store, host: '0.0.0.0', port: 0, tokens: TOKENS });
       try {
-        const r = await fetch(`http://127.0.0.1:${server.port}/v1/events`, { headers: { authorization: 'Bearer tok-read' } });
+        const r = await fetch(`http://127.0.0.1:${server.port}/v1/events`, {
+          headers: { authorization: 'Bearer tok-read' },
+        });
         assert.equal(r.status, 200);
       } finally {
         await server.close();

@@ -26,13 +26,17 @@ async function fuzz(send: Send, numRuns: number): Promise<{ statuses: Map<number
     fc.asyncProperty(malformedRequest, async (req) => {
       const res = await send(req);
       statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1);
-      assert.ok(res.status < 500, `${req.method} ${req.url.slice(0, 200)} -> ${res.status} ${res.body.slice(0, 300)}`);
+      assert.ok(
+        res.status < 500,
+        `${req.method} ${req.url.slice(0, 200)} -> ${res.status} ${res.body.slice(0, 300)}`,
+      );
       if (res.status >= 400) {
         const body = JSON.parse(res.body) as { error?: { code?: unknown; message?: unknown } };
         assert.equal(typeof body.error?.code, 'string', `error body: ${res.body.slice(0, 300)}`);
       }
       // POSTs are all defective: none may succeed.
-      if (req.method === 'POST') assert.ok(res.status >= 400, `${req.method} ${req.url} was accepted: ${res.body.slice(0, 300)}`);
+      if (req.method === 'POST')
+        assert.ok(res.status >= 400, `${req.method} ${req.url} was accepted: ${res.body.slice(0, 300)}`);
     }),
     { numRuns, seed: SEED, endOnFailure: true },
   );
@@ -41,7 +45,10 @@ async function fuzz(send: Send, numRuns: number): Promise<{ statuses: Map<number
 
 async function seed(store: EventStore) {
   await store.append('invoice-1', [{ type: 'invoice.issued', data: { amount: 10, note: 'é💥' } }]);
-  await store.append('fuzz-2', [{ type: 'x', data: [1, 2, 3] }, { type: 'y', data: null }]);
+  await store.append('fuzz-2', [
+    { type: 'x', data: [1, 2, 3] },
+    { type: 'y', data: null },
+  ]);
 }
 
 describe(`fuzz: malformed requests (seed ${SEED}; rerun with IDEM_FUZZ_SEED=${SEED})`, () => {
@@ -56,16 +63,28 @@ describe(`fuzz: malformed requests (seed ${SEED}; rerun with IDEM_FUZZ_SEED=${SE
       const before = await snapshot(store);
       const cursor = (await store.consumers.get(FUZZ_CONSUMER)).position;
       const { statuses } = await fuzz(async (r) => {
-        const res = await server.app.inject({ method: r.method as 'GET', url: r.url, headers: r.headers, ...(r.payload !== undefined ? { payload: r.payload } : {}) });
+        const res = await server.app.inject({
+          method: r.method as 'GET',
+          url: r.url,
+          headers: r.headers,
+          ...(r.payload !== undefined ? { payload: r.payload } : {}),
+        });
         return { status: res.statusCode, body: res.body };
       }, 5000);
       console.log(`# statuses: ${JSON.stringify(Object.fromEntries([...statuses].sort()))}`);
       assert.deepEqual(await snapshot(store), before, 'the store is unchanged (head and content)');
       assert.equal((await store.consumers.get(FUZZ_CONSUMER)).position, cursor);
-      assert.deepEqual((await store.consumers.list()).map((c) => c.name), [FUZZ_CONSUMER]);
+      assert.deepEqual(
+        (await store.consumers.list()).map((c) => c.name),
+        [FUZZ_CONSUMER],
+      );
       const health = await server.app.inject({ method: 'GET', url: '/health' });
       assert.equal(health.statusCode, 200);
-      const ok = await server.app.inject({ method: 'POST', url: '/v1/streams/after-1/events', payload: { events: [{ type: 'ok', data: 1 }] } });
+      const ok = await server.app.inject({
+        method: 'POST',
+        url: '/v1/streams/after-1/events',
+        payload: { events: [{ type: 'ok', data: 1 }] },
+      });
       assert.equal(ok.statusCode, 201, 'a valid append still works');
     } finally {
       await server.close();
@@ -80,7 +99,11 @@ describe(`fuzz: malformed requests (seed ${SEED}; rerun with IDEM_FUZZ_SEED=${SE
       await seed(f.store);
       const before = await snapshot(f.store);
       await fuzz(async (r) => {
-        const res = await fetch(f.url + r.url, { method: r.method, headers: r.headers, body: r.payload ?? null });
+        const res = await fetch(f.url + r.url, {
+          method: r.method,
+          headers: r.headers,
+          body: r.payload ?? null,
+        });
         return { status: res.status, body: await res.text() };
       }, 300);
       assert.deepEqual(await snapshot(f.store), before, 'the store is unchanged (head and content)');

@@ -22,6 +22,9 @@ describeHttpApi('in-process (inject)', async () => {
 });
 
 describeHttpApi('over a real port (fetch)', async () => {
-  const f = await startTestServer({ storeLimits: { maxEventBytes: 10_000 }, limits: { maxBodyBytes: 100_000 } });
+  const f = await startTestServer({
+    storeLimits: { maxEventBytes: 10_000 },
+    limits: { maxBodyBytes: 100_000 },
+  });
   return { request: fetchRequester(f.url), store: f.store, cleanup: () => f.cleanup() };
 });

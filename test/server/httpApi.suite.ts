@@ -47,7 +47,12 @@ export function describeHttpApi(name: string, make: MakeHttpTarget): void {
 
     it('append answers 201, and the same ids again 200 duplicate with the original result', async () => {
       const s = randomStream();
-      const body = { events: [{ id: ID1, type: 'a', data: { n: 1 } }, { id: ID2, type: 'b', data: null }] };
+      const body = {
+        events: [
+          { id: ID1, type: 'a', data: { n: 1 } },
+          { id: ID2, type: 'b', data: null },
+        ],
+      };
       const first = await t.request('POST', appendPath(s), { body });
       assert.equal(first.status, 201, first.text);
       assert.equal(first.json.version, 2);
@@ -59,20 +64,38 @@ export function describeHttpApi(name: string, make: MakeHttpTarget): void {
       assert.equal(again.json.duplicate, true);
       assert.equal(await t.store.headPosition(), head, 'a duplicate writes nothing');
       // Same ids with other content: a conflict, not a duplicate.
-      const conflict = await t.request('POST', appendPath(s), { body: { events: [{ id: ID1, type: 'a', data: { n: 2 } }, { id: ID2, type: 'b', data: null }] } });
+      const conflict = await t.request('POST', appendPath(s), {
+        body: {
+          events: [
+            { id: ID1, type: 'a', data: { n: 2 } },
+            { id: ID2, type: 'b', data: null },
+          ],
+        },
+      });
       assert.equal(conflict.status, 409);
       assert.equal(conflict.json.error.code, 'idempotency_conflict');
     });
 
     it('expectedVersion: a mismatch is 409 naming the actual version; a match appends', async () => {
       const s = randomStream();
-      assert.equal((await t.request('POST', appendPath(s), { body: { events: [{ type: 'a', data: 1 }], expectedVersion: 'no_stream' } })).status, 201);
-      const bad = await t.request('POST', appendPath(s), { body: { events: [{ type: 'a', data: 2 }], expectedVersion: 0 } });
+      assert.equal(
+        (
+          await t.request('POST', appendPath(s), {
+            body: { events: [{ type: 'a', data: 1 }], expectedVersion: 'no_stream' },
+          })
+        ).status,
+        201,
+      );
+      const bad = await t.request('POST', appendPath(s), {
+        body: { events: [{ type: 'a', data: 2 }], expectedVersion: 0 },
+      });
       assert.equal(bad.status, 409);
       assert.equal(bad.json.error.code, 'wrong_expected_version');
       assert.equal(bad.json.error.details.actual, 1);
       assert.match(bad.json.error.message, /version 1/);
-      const good = await t.request('POST', appendPath(s), { body: { events: [{ type: 'a', data: 2 }], expectedVersion: 1 } });
+      const good = await t.request('POST', appendPath(s), {
+        body: { events: [{ type: 'a', data: 2 }], expectedVersion: 1 },
+      });
       assert.equal(good.status, 201);
       assert.equal(good.json.version, 2);
     });
@@ -83,11 +106,31 @@ export function describeHttpApi(name: string, make: MakeHttpTarget): void {
       ['no events', undefined, { events: [] }, 'events'],
       ['an unknown top-level field', undefined, { events: [{ type: 'a', data: 1 }], extra: true }, 'extra'],
       ['a type of the wrong type', undefined, { events: [{ type: 5, data: 1 }] }, 'events[0].type'],
-      ['missing data in the second event', undefined, { events: [{ type: 'a', data: 1 }, { type: 'b' }] }, 'events[1].data'],
-      ['an unknown event field', undefined, { events: [{ type: 'a', data: 1, version: 3 }] }, 'events[0].version'],
+      [
+        'missing data in the second event',
+        undefined,
+        { events: [{ type: 'a', data: 1 }, { type: 'b' }] },
+        'events[1].data',
+      ],
+      [
+        'an unknown event field',
+        undefined,
+        { events: [{ type: 'a', data: 1, version: 3 }] },
+        'events[0].version',
+      ],
       ['a bad id', undefined, { events: [{ id: 'nope', type: 'a', data: 1 }] }, 'events[0].id'],
-      ['a negative expectedVersion', undefined, { events: [{ type: 'a', data: 1 }], expectedVersion: -1 }, 'expectedVersion'],
-      ['a fractional expectedVersion', undefined, { events: [{ type: 'a', data: 1 }], expectedVersion: 1.5 }, 'expectedVersion'],
+      [
+        'a negative expectedVersion',
+        undefined,
+        { events: [{ type: 'a', data: 1 }], expectedVersion: -1 },
+        'expectedVersion',
+      ],
+      [
+        'a fractional expectedVersion',
+        undefined,
+        { events: [{ type: 'a', data: 1 }], expectedVersion: 1.5 },
+        'expectedVersion',
+      ],
       ['a body that is an array', undefined, [{ type: 'a', data: 1 }], 'body'],
       ['a stream name of 201 characters', 's'.repeat(201), { events: [{ type: 'a', data: 1 }] }, 'stream'],
       ['a stream name with a control character', 'a\u0001b', { events: [{ type: 'a', data: 1 }] }, 'stream'],
@@ -113,7 +156,10 @@ export function describeHttpApi(name: string, make: MakeHttpTarget): void {
       }
       const empty = await t.request('POST', appendPath(s), { raw: '' });
       assert.equal(empty.status, 400, empty.text);
-      const xml = await t.request('POST', appendPath(s), { raw: '<events/>', headers: { 'content-type': 'application/xml' } });
+      const xml = await t.request('POST', appendPath(s), {
+        raw: '<events/>',
+        headers: { 'content-type': 'application/xml' },
+      });
       assert.equal(xml.status, 400, xml.text);
       assert.equal(xml.json.error.details.field, 'content-type');
       assert.equal(await t.store.streamVersion(s), 0);
@@ -121,10 +167,14 @@ export function describeHttpApi(name: string, make: MakeHttpTarget): void {
 
     it('a body over the body limit and an event over the event limit are 413', async () => {
       const s = randomStream();
-      const huge = await t.request('POST', appendPath(s), { body: { events: [{ type: 'a', data: 'x'.repeat(200_000) }] } });
+      const huge = await t.request('POST', appendPath(s), {
+        body: { events: [{ type: 'a', data: 'x'.repeat(200_000) }] },
+      });
       assert.equal(huge.status, 413, huge.text.slice(0, 200));
       assert.equal(huge.json.error.code, 'too_large');
-      const big = await t.request('POST', appendPath(s), { body: { events: [{ type: 'a', data: 'x'.repeat(20_000) }] } });
+      const big = await t.request('POST', appendPath(s), {
+        body: { events: [{ type: 'a', data: 'x'.repeat(20_000) }] },
+      });
       assert.equal(big.status, 413, big.text.slice(0, 200));
       assert.equal(big.json.error.details.field, 'events[0]');
       assert.equal(await t.store.streamVersion(s), 0);
@@ -149,22 +199,44 @@ export function describeHttpApi(name: string, make: MakeHttpTarget): void {
       assert.deepEqual(seen, [0, 1, 2, 3, 4]);
       assert.equal(pages, 3);
       const none = await t.request('GET', appendPath(randomStream()));
-      assert.deepEqual([none.status, none.json.version, none.json.events, none.json.next], [200, 0, [], null]);
+      assert.deepEqual(
+        [none.status, none.json.version, none.json.events, none.json.next],
+        [200, 0, [], null],
+      );
     });
 
     it('reads all events after a position, filtered by type and category, with head and next', async () => {
       const cat = randomCategory();
-      await t.request('POST', appendPath(`${cat}-1`), { body: { events: [{ type: 'x.a', data: 1 }, { type: 'x.b', data: 2 }] } });
+      await t.request('POST', appendPath(`${cat}-1`), {
+        body: {
+          events: [
+            { type: 'x.a', data: 1 },
+            { type: 'x.b', data: 2 },
+          ],
+        },
+      });
       await t.request('POST', appendPath(`${cat}-2`), { body: { events: [{ type: 'x.a', data: 3 }] } });
       const r = await t.request('GET', `/v1/events?categories=${cat}&types=x.a&limit=1`);
       assert.equal(r.status, 200, r.text);
-      assert.deepEqual(r.json.events.map((e: { data: number }) => e.data), [1]);
+      assert.deepEqual(
+        r.json.events.map((e: { data: number }) => e.data),
+        [1],
+      );
       assert.equal(r.json.head, await t.store.headPosition());
-      const next = await t.request('GET', `/v1/events?categories=${cat}&types=x.a&limit=5&after=${r.json.next}`);
-      assert.deepEqual(next.json.events.map((e: { data: number }) => e.data), [3]);
+      const next = await t.request(
+        'GET',
+        `/v1/events?categories=${cat}&types=x.a&limit=5&after=${r.json.next}`,
+      );
+      assert.deepEqual(
+        next.json.events.map((e: { data: number }) => e.data),
+        [3],
+      );
       assert.equal(next.json.next, null);
       const prefixed = await t.request('GET', `/v1/events?streamPrefixes=${cat}-2`);
-      assert.deepEqual(prefixed.json.events.map((e: { data: number }) => e.data), [3]);
+      assert.deepEqual(
+        prefixed.json.events.map((e: { data: number }) => e.data),
+        [3],
+      );
     });
 
     const badQueries: [string, string][] = [
@@ -209,7 +281,14 @@ export function describeHttpApi(name: string, make: MakeHttpTarget): void {
     it('consumers: list, get, reset (409 while owned), delete', async () => {
       const cat = randomCategory();
       const name = randomConsumer();
-      await t.request('POST', appendPath(`${cat}-1`), { body: { events: [{ type: 'a', data: 1 }, { type: 'a', data: 2 }] } });
+      await t.request('POST', appendPath(`${cat}-1`), {
+        body: {
+          events: [
+            { type: 'a', data: 1 },
+            { type: 'a', data: 2 },
+          ],
+        },
+      });
       const sub = await t.store.subscribe(name, { filter: { categories: [cat] } });
       let acked = 0;
       try {
@@ -252,17 +331,31 @@ export function describeHttpApi(name: string, make: MakeHttpTarget): void {
       try {
         const batch = await firstBatch(sub);
         assert.equal(batch.length, 2);
-        for (const e of batch) await sub.park(e.position, { reason: 'handler failed', error: { message: `boom ${e.stream}` }, attempts: 3 });
+        for (const e of batch)
+          await sub.park(e.position, {
+            reason: 'handler failed',
+            error: { message: `boom ${e.stream}` },
+            attempts: 3,
+          });
         const list = await t.request('GET', `/v1/consumers/${name}/dead-letters`);
         assert.equal(list.status, 200, list.text);
-        assert.deepEqual(list.json.deadLetters.map((d: { event: { stream: string } }) => d.event.stream), [`${cat}-1`, `${cat}-2`]);
+        assert.deepEqual(
+          list.json.deadLetters.map((d: { event: { stream: string } }) => d.event.stream),
+          [`${cat}-1`, `${cat}-2`],
+        );
         assert.equal(list.json.deadLetters[0].attempts, 3);
-        const badSelector = await t.request('POST', `/v1/consumers/${name}/dead-letters/skip`, { body: { colour: 'red' } });
+        const badSelector = await t.request('POST', `/v1/consumers/${name}/dead-letters/skip`, {
+          body: { colour: 'red' },
+        });
         assert.equal(badSelector.status, 400);
-        const skip = await t.request('POST', `/v1/consumers/${name}/dead-letters/skip`, { body: { stream: `${cat}-1`, by: 'ops-test' } });
+        const skip = await t.request('POST', `/v1/consumers/${name}/dead-letters/skip`, {
+          body: { stream: `${cat}-1`, by: 'ops-test' },
+        });
         assert.equal(skip.status, 200, skip.text);
         assert.equal(skip.json.count, 1);
-        const retry = await t.request('POST', `/v1/consumers/${name}/dead-letters/retry`, { body: { id: batch[1]!.id } });
+        const retry = await t.request('POST', `/v1/consumers/${name}/dead-letters/retry`, {
+          body: { id: batch[1]!.id },
+        });
         assert.equal(retry.status, 200, retry.text);
         assert.equal(retry.json.count, 1);
         const all = await t.request('GET', `/v1/consumers/${name}/dead-letters?all=true`);

@@ -20,7 +20,10 @@ export interface RequestOptions {
 
 export type Requester = (method: string, path: string, options?: RequestOptions) => Promise<Reply>;
 
-function prepare(options: RequestOptions): { headers: Record<string, string>; payload: string | Buffer | undefined } {
+function prepare(options: RequestOptions): {
+  headers: Record<string, string>;
+  payload: string | Buffer | undefined;
+} {
   const headers: Record<string, string> = {};
   let payload: string | Buffer | undefined;
   if (options.raw !== undefined) {
@@ -46,8 +49,18 @@ function parse(text: string): unknown {
 export function injectRequester(app: FastifyInstance): Requester {
   return async (method, path, options = {}) => {
     const { headers, payload } = prepare(options);
-    const res = await app.inject({ method: method as 'GET', url: path, headers, ...(payload !== undefined ? { payload } : {}) });
-    return { status: res.statusCode, text: res.body, json: parse(res.body), contentType: String(res.headers['content-type'] ?? '') };
+    const res = await app.inject({
+      method: method as 'GET',
+      url: path,
+      headers,
+      ...(payload !== undefined ? { payload } : {}),
+    });
+    return {
+      status: res.statusCode,
+      text: res.body,
+      json: parse(res.body),
+      contentType: String(res.headers['content-type'] ?? ''),
+    };
   };
 }
 
@@ -56,6 +69,11 @@ export function fetchRequester(baseUrl: string): Requester {
     const { headers, payload } = prepare(options);
     const res = await fetch(baseUrl + path, { method, headers, body: payload ?? null });
     const text = await res.text();
-    return { status: res.status, text, json: parse(text), contentType: res.headers.get('content-type') ?? '' };
+    return {
+      status: res.status,
+      text,
+      json: parse(text),
+      contentType: res.headers.get('content-type') ?? '',
+    };
   };
 }

@@ -25,7 +25,11 @@ export async function startTestServer(options: ServerFixtureOptions = {}): Promi
   const dir = tempDir();
   let store: SqliteEventStore | undefined;
   try {
-    store = await openSqliteStore({ path: dir.file('events.db'), durability: 'normal', ...(options.storeLimits ? { limits: options.storeLimits } : {}) });
+    store = await openSqliteStore({
+      path: dir.file('events.db'),
+      durability: 'normal',
+      ...(options.storeLimits ? { limits: options.storeLimits } : {}),
+    });
     const server = await startServer({
       store,
       port: 0,

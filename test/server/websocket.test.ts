@@ -11,7 +11,10 @@ import { until } from '../support/until.js';
 import { startTestServer, type ServerFixture, type ServerFixtureOptions } from './serverFixture.js';
 import { errorCode, WsPeer, type Msg } from './wsPeer.js';
 
-async function withServer(options: ServerFixtureOptions, fn: (f: ServerFixture) => Promise<void>): Promise<void> {
+async function withServer(
+  options: ServerFixtureOptions,
+  fn: (f: ServerFixture) => Promise<void>,
+): Promise<void> {
   const f = await startTestServer(options);
   try {
     await fn(f);
@@ -21,10 +24,14 @@ async function withServer(options: ServerFixtureOptions, fn: (f: ServerFixture) 
 }
 
 async function appendMany(store: EventStore, stream: string, n: number): Promise<void> {
-  await store.append(stream, Array.from({ length: n }, (_, i) => ({ type: 'n', data: i })));
+  await store.append(
+    stream,
+    Array.from({ length: n }, (_, i) => ({ type: 'n', data: i })),
+  );
 }
 
-const isType = (type: string, sub?: string) => (m: Msg) => m.type === type && (sub === undefined || m.sub === sub);
+const isType = (type: string, sub?: string) => (m: Msg) =>
+  m.type === type && (sub === undefined || m.sub === sub);
 
 describe('WebSocket /v1/subscribe', () => {
   it('delivers catch-up batches, caught_up and live events; acks move the cursor', () =>
@@ -36,13 +43,26 @@ describe('WebSocket /v1/subscribe', () => {
       try {
         const hello = await peer.waitFor(isType('hello'), 'hello');
         assert.equal(hello.protocol, 1);
-        peer.send({ type: 'subscribe', sub: 'a', consumer: name, filter: { categories: [cat] }, batchSize: 2, req: 1 });
+        peer.send({
+          type: 'subscribe',
+          sub: 'a',
+          consumer: name,
+          filter: { categories: [cat] },
+          batchSize: 2,
+          req: 1,
+        });
         const subscribed = await peer.waitFor(isType('subscribed', 'a'), 'subscribed');
         assert.deepEqual([subscribed.req, subscribed.consumer, subscribed.position], [1, name, 0]);
         assert.ok(Number(subscribed.epoch) >= 1);
         const caught = await peer.waitFor(isType('caught_up', 'a'), 'caught_up');
-        assert.deepEqual(peer.events('a').map((e) => e.position), [1, 2, 3, 4, 5]);
-        assert.ok(peer.messages.filter(isType('events', 'a')).every((m) => (m.events as unknown[]).length <= 2), 'batches of at most batchSize');
+        assert.deepEqual(
+          peer.events('a').map((e) => e.position),
+          [1, 2, 3, 4, 5],
+        );
+        assert.ok(
+          peer.messages.filter(isType('events', 'a')).every((m) => (m.events as unknown[]).length <= 2),
+          'batches of at most batchSize',
+        );
         assert.equal(caught.position, 5);
         await appendMany(store, `${cat}-2`, 1);
         await until(() => peer.events('a').length === 6, { message: 'the live event' });
@@ -91,7 +111,14 @@ describe('WebSocket /v1/subscribe', () => {
       try {
         owner.send({ type: 'subscribe', sub: 's', consumer: name, leaseTtlMs: 600_000, req: 1 });
         const first = await owner.waitFor(isType('subscribed'), 'owner subscribed');
-        standby.send({ type: 'subscribe', sub: 's', consumer: name, standby: true, leaseTtlMs: 600_000, req: 1 });
+        standby.send({
+          type: 'subscribe',
+          sub: 's',
+          consumer: name,
+          standby: true,
+          leaseTtlMs: 600_000,
+          req: 1,
+        });
         assert.notEqual((await store.consumers.get(name)).owner, null);
         const started = Date.now();
         owner.terminate();
@@ -112,7 +139,9 @@ describe('WebSocket /v1/subscribe', () => {
       await silent.waitFor(isType('subscribed'), 'subscribed');
       await silent.waitFor(isType('heartbeat'), 'a heartbeat');
       await until(() => silent.closeCode !== null, { message: 'the server to drop the silent socket' });
-      await until(async () => (await store.consumers.get(name)).owner === null, { message: 'the lease released' });
+      await until(async () => (await store.consumers.get(name)).owner === null, {
+        message: 'the lease released',
+      });
       const next = await WsPeer.open(url);
       try {
         next.send({ type: 'subscribe', sub: 's', consumer: name, req: 1 });
@@ -169,7 +198,15 @@ describe('WebSocket /v1/subscribe', () => {
       await appendMany(store, `${cat}-1`, 40);
       const peer = await WsPeer.open(url);
       try {
-        peer.send({ type: 'subscribe', sub: 'a', consumer: randomConsumer(), filter: { categories: [cat] }, maxInFlight: 5, batchSize: 3, req: 1 });
+        peer.send({
+          type: 'subscribe',
+          sub: 'a',
+          consumer: randomConsumer(),
+          filter: { categories: [cat] },
+          maxInFlight: 5,
+          batchSize: 3,
+          req: 1,
+        });
         peer.send({ type: 'subscribe', sub: 'b', consumer: randomConsumer(), from: 'end', req: 2 });
         peer.send({ type: 'subscribe', sub: 'c', consumer: randomConsumer(), req: 3 });
         assert.equal(errorCode(await peer.reply(3)), 'rate_limited');
@@ -186,7 +223,10 @@ describe('WebSocket /v1/subscribe', () => {
           assert.equal((await peer.reply(req)).type, 'ok');
           acked = received;
         }
-        assert.deepEqual(peer.events('a').map((e) => e.position), Array.from({ length: 40 }, (_, i) => i + 1));
+        assert.deepEqual(
+          peer.events('a').map((e) => e.position),
+          Array.from({ length: 40 }, (_, i) => i + 1),
+        );
       } finally {
         await peer.close();
       }
@@ -197,19 +237,38 @@ describe('WebSocket /v1/subscribe', () => {
       await appendMany(store, 'p-1', 6);
       const peer = await WsPeer.open(url);
       try {
-        peer.send({ type: 'subscribe', sub: 'p', consumer: randomConsumer(), batchSize: 2, credit: 0, req: 1 });
+        peer.send({
+          type: 'subscribe',
+          sub: 'p',
+          consumer: randomConsumer(),
+          batchSize: 2,
+          credit: 0,
+          req: 1,
+        });
         await peer.waitFor(isType('subscribed'), 'subscribed');
         for (let granted = 1; granted <= 4; granted++) {
           peer.send({ type: 'more', sub: 'p', messages: 1 });
-          await until(() => peer.messages.filter((m) => m.sub === 'p' && (m.type === 'events' || m.type === 'caught_up')).length === granted, {
-            message: `message ${granted}`,
-          });
+          await until(
+            () =>
+              peer.messages.filter((m) => m.sub === 'p' && (m.type === 'events' || m.type === 'caught_up'))
+                .length === granted,
+            {
+              message: `message ${granted}`,
+            },
+          );
           // A ping round trip after each grant: had the server sent more than granted, it would show here.
           peer.send({ type: 'ping', req: 100 + granted });
           await peer.waitFor((m) => m.type === 'pong' && m.req === 100 + granted, 'pong');
-          assert.equal(peer.messages.filter((m) => m.sub === 'p' && (m.type === 'events' || m.type === 'caught_up')).length, granted);
+          assert.equal(
+            peer.messages.filter((m) => m.sub === 'p' && (m.type === 'events' || m.type === 'caught_up'))
+              .length,
+            granted,
+          );
         }
-        assert.deepEqual(peer.events('p').map((e) => e.position), [1, 2, 3, 4, 5, 6]);
+        assert.deepEqual(
+          peer.events('p').map((e) => e.position),
+          [1, 2, 3, 4, 5, 6],
+        );
         assert.ok(peer.messages.some(isType('caught_up', 'p')));
       } finally {
         await peer.close();

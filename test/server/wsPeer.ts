@@ -35,7 +35,10 @@ export class WsPeer {
 
   /** The reply (`ok` or `error`) to request `req`. */
   reply(req: number): Promise<Msg> {
-    return this.waitFor((m) => (m.type === 'ok' || m.type === 'error') && m.req === req, `reply to request ${req}`);
+    return this.waitFor(
+      (m) => (m.type === 'ok' || m.type === 'error') && m.req === req,
+      `reply to request ${req}`,
+    );
   }
 
   events(sub: string): { position: number; stream: string }[] {

@@ -96,7 +96,10 @@ describe('UUID check of appended ids', () => {
     const a = uuidv7();
     const b = uuidv7();
     const after = Date.now();
-    assert.ok(millisecondOf(a) >= before && millisecondOf(a) <= after + 1, `${a} made between ${before} and ${after}`);
+    assert.ok(
+      millisecondOf(a) >= before && millisecondOf(a) <= after + 1,
+      `${a} made between ${before} and ${after}`,
+    );
     assert.ok(b > a, `${b} sorts after ${a}`);
   });
 

@@ -13,14 +13,24 @@ import { tempDir } from '../support/tempDir.js';
 import { until } from '../support/until.js';
 import { Reader, readAllEvents } from './suite/context.js';
 
-type Op =
-  | { t: 'append'; stream: number; types: ('a' | 'b')[] }
-  | { t: 'ack'; frac: number }
-  | { t: 'crash' };
+type Op = { t: 'append'; stream: number; types: ('a' | 'b')[] } | { t: 'ack'; frac: number } | { t: 'crash' };
 
 const opArb: fc.Arbitrary<Op> = fc.oneof(
-  { weight: 4, arbitrary: fc.record({ t: fc.constant('append' as const), stream: fc.nat(2), types: fc.array(fc.constantFrom('a' as const, 'b' as const), { minLength: 1, maxLength: 3 }) }) },
-  { weight: 3, arbitrary: fc.record({ t: fc.constant('ack' as const), frac: fc.double({ min: 0, max: 1, noNaN: true }) }) },
+  {
+    weight: 4,
+    arbitrary: fc.record({
+      t: fc.constant('append' as const),
+      stream: fc.nat(2),
+      types: fc.array(fc.constantFrom('a' as const, 'b' as const), { minLength: 1, maxLength: 3 }),
+    }),
+  },
+  {
+    weight: 3,
+    arbitrary: fc.record({
+      t: fc.constant('ack' as const),
+      frac: fc.double({ min: 0, max: 1, noNaN: true }),
+    }),
+  },
   { weight: 1, arbitrary: fc.record({ t: fc.constant('crash' as const) }) },
 );
 
@@ -44,7 +54,10 @@ async function runModel(store: EventStore, ops: Op[]): Promise<void> {
   try {
     for (const op of ops) {
       if (op.t === 'append') {
-        await store.append(`m-${op.stream}`, op.types.map((type) => ({ type, data: null })));
+        await store.append(
+          `m-${op.stream}`,
+          op.types.map((type) => ({ type, data: null })),
+        );
       } else if (op.t === 'ack') {
         const got = current.reader.positions;
         if (got.length === 0) continue;
@@ -76,11 +89,19 @@ async function runModel(store: EventStore, ops: Op[]): Promise<void> {
     for (const s of sessions) {
       const expected = committed.filter((e) => e.position > s.start).map((e) => e.position);
       const got = s.reader.positions;
-      assert.deepEqual(got, expected.slice(0, got.length), 'a session delivers a gap-free prefix in position order');
+      assert.deepEqual(
+        got,
+        expected.slice(0, got.length),
+        'a session delivers a gap-free prefix in position order',
+      );
       assert.ok(s.reader.messages.every((m) => m.kind !== 'events' || !m.redelivery));
     }
     const handled = new Set(sessions.flatMap((s) => s.reader.events.map((e) => e.id)));
-    assert.deepEqual([...handled].sort(), committed.map((e) => e.id).sort(), 'handled at least once == committed matching');
+    assert.deepEqual(
+      [...handled].sort(),
+      committed.map((e) => e.id).sort(),
+      'handled at least once == committed matching',
+    );
     assert.equal((await store.consumers.get(NAME)).position, acked);
   } finally {
     await current.reader.stop();

@@ -26,7 +26,11 @@ import { parkingTests } from './suite/parking.js';
 
 export type { MakeStore, StoreFixture } from './suite/context.js';
 
-export function describeSubscriptions(name: string, makeStore: MakeStore, options: { skip?: string | false } = {}): void {
+export function describeSubscriptions(
+  name: string,
+  makeStore: MakeStore,
+  options: { skip?: string | false } = {},
+): void {
   describe(`Subscription contract: ${name}`, { skip: options.skip ?? false }, () => {
     deliveryTests(makeStore);
     ackTests(makeStore);

@@ -19,7 +19,9 @@ class Child {
   stderr = '';
 
   constructor(path: string, consumer: string, ttlMs: number) {
-    this.proc = spawn(process.execPath, ['--import', 'tsx', OWNER, path, consumer, String(ttlMs)], { stdio: 'pipe' });
+    this.proc = spawn(process.execPath, ['--import', 'tsx', OWNER, path, consumer, String(ttlMs)], {
+      stdio: 'pipe',
+    });
     let buf = '';
     this.proc.stdout.on('data', (d: Buffer) => {
       buf += d.toString();
@@ -33,7 +35,10 @@ class Child {
   }
 
   async line(key: string, timeoutMs = 20_000): Promise<Record<string, unknown>> {
-    return until(() => this.lines.find((l) => key in l), { timeoutMs, message: `child line "${key}" (stderr: ${this.stderr})` });
+    return until(() => this.lines.find((l) => key in l), {
+      timeoutMs,
+      message: `child line "${key}" (stderr: ${this.stderr})`,
+    });
   }
 
   send(cmd: string): void {
@@ -94,7 +99,10 @@ describe('subscriptions across processes (SQLite file)', () => {
         child.send('ack 5');
         child.send('park 3');
         assert.equal((await child.line('park')).park, 'fenced');
-        assert.deepEqual(child.lines.filter((l) => 'ack' in l).map((l) => l.ack), ['ok', 'fenced']);
+        assert.deepEqual(
+          child.lines.filter((l) => 'ack' in l).map((l) => l.ack),
+          ['ok', 'fenced'],
+        );
         assert.equal((await child.line('ended')).ended, 'fenced');
         const info = await store.consumers.get(name);
         assert.equal(info.position, 2, "the stale owner's ack did not move the cursor");
@@ -102,7 +110,10 @@ describe('subscriptions across processes (SQLite file)', () => {
         assert.equal(info.owner, 'parent');
         assert.deepEqual(await store.deadLetters.list(name), [], "the stale owner's park was not recorded");
         // The new owner gets everything after the cursor.
-        assert.deepEqual((await nextEvents(standby[Symbol.asyncIterator]())).events.map((e) => e.position), [3, 4, 5]);
+        assert.deepEqual(
+          (await nextEvents(standby[Symbol.asyncIterator]())).events.map((e) => e.position),
+          [3, 4, 5],
+        );
       } finally {
         await standby.close();
       }

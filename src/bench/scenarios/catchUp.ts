@@ -25,7 +25,11 @@ export function catchUpChildEntry(): { url: URL; execArgv: string[]; fromSource:
   if (existsSync(built) && statSync(built).mtimeMs >= newestMtime(fileURLToPath(new URL('src/', root)))) {
     return { url: built, execArgv: [], fromSource: false };
   }
-  return { url: new URL('../catchUpChild.ts', import.meta.url), execArgv: process.execArgv, fromSource: true };
+  return {
+    url: new URL('../catchUpChild.ts', import.meta.url),
+    execArgv: process.execArgv,
+    fromSource: true,
+  };
 }
 
 function newestMtime(dir: string): number {
@@ -93,7 +97,10 @@ export const catchUp: Scenario = {
     const path = join(dir, 'log.db');
     const entry = catchUpChildEntry();
     const runtime = entry.fromSource ? 'reader run from source through tsx' : 'reader run from dist/';
-    if (entry.fromSource) ctx.log(`${NAME}: dist/ is missing or older than src/, so the reader runs through tsx (npm run build first for the figures users get)`);
+    if (entry.fromSource)
+      ctx.log(
+        `${NAME}: dist/ is missing or older than src/, so the reader runs through tsx (npm run build first for the figures users get)`,
+      );
     ctx.log(`${NAME}: populating the log with ${n} events`);
     await writeBulkLog(path, n);
     const out: BenchRow[] = [];

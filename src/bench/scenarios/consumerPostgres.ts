@@ -152,7 +152,8 @@ export const consumerPostgres: Scenario = {
   async run(ctx) {
     const n = ctx.size(5_000, 100_000, 500);
     const nNaive = ctx.size(100, 1_000);
-    const connect = async (): Promise<EventStore> => openPostgresStore({ connectionString: await ctx.postgresDatabase() });
+    const connect = async (): Promise<EventStore> =>
+      openPostgresStore({ connectionString: await ctx.postgresDatabase() });
     const source = await connect();
     const randomIds = await connect();
     try {
@@ -183,7 +184,8 @@ export const consumerPostgres: Scenario = {
           set: { events: n, run: () => setBaseline(CATCH_UP) },
           batched: {
             events: n,
-            run: () => runIdem(ctx, `billing_batch_${++runs}_v1`, source, n, { handleBatch: pgBillingBatchHandler }),
+            run: () =>
+              runIdem(ctx, `billing_batch_${++runs}_v1`, source, n, { handleBatch: pgBillingBatchHandler }),
           },
           perPage: {
             events: n,
@@ -196,7 +198,8 @@ export const consumerPostgres: Scenario = {
         },
         { log: (message) => ctx.log(`${NAME}: ${message}`), warmUp: false },
       );
-      const setNoIdem = (size: number): string => `set-based batch of ${size.toLocaleString('en-US')}, no idem`;
+      const setNoIdem = (size: number): string =>
+        `set-based batch of ${size.toLocaleString('en-US')}, no idem`;
       const setPageRow = baselineRow(NAME, setNoIdem(PAGE), m.setPage);
       const setRow = baselineRow(NAME, setNoIdem(CATCH_UP), m.set);
 
@@ -218,7 +221,10 @@ export const consumerPostgres: Scenario = {
           shape: `billing batch handler (handleBatch: one upsert per batch), ${defaults}, vs naive`,
           measured: m.batched,
           against: naiveRow,
-          target: { text: '>= 40,000 events/s and >= 20x naive', met: rate >= 40_000 && rate >= 20 * naive.eventsPerSec },
+          target: {
+            text: '>= 40,000 events/s and >= 20x naive',
+            met: rate >= 40_000 && rate >= 20 * naive.eventsPerSec,
+          },
         }),
         row({
           scenario: NAME,

@@ -196,12 +196,15 @@ export const consumerSqlite: Scenario = {
           loop: { events: n, run: () => baseline('loop', CATCH_UP) },
           handle: {
             events: n,
-            run: () => runIdem(dir, `idem_${++runs}`, source, n, (db) => ({ handle: sqliteBillingHandler(db) })),
+            run: () =>
+              runIdem(dir, `idem_${++runs}`, source, n, (db) => ({ handle: sqliteBillingHandler(db) })),
           },
           handleBatch: {
             events: n,
             run: () =>
-              runIdem(dir, `idem_batch_${++runs}`, source, n, (db) => ({ handleBatch: sqliteBillingBatchHandler(db) })),
+              runIdem(dir, `idem_batch_${++runs}`, source, n, (db) => ({
+                handleBatch: sqliteBillingBatchHandler(db),
+              })),
           },
           perPage: {
             events: n,
@@ -222,7 +225,9 @@ export const consumerSqlite: Scenario = {
 
       ctx.log(`${NAME}: idem consumer, per-event handler, source with random v4 ids (${n})`);
       await populate(randomIds, n, { ids: 'v4' });
-      const v4 = await runIdem(dir, `idem_v4_${++runs}`, randomIds, n, (db) => ({ handle: sqliteBillingHandler(db) }));
+      const v4 = await runIdem(dir, `idem_v4_${++runs}`, randomIds, n, (db) => ({
+        handle: sqliteBillingHandler(db),
+      }));
 
       const defaults = `pages of ${PAGE}, catch-up transactions of up to ${CATCH_UP.toLocaleString('en-US')}`;
       const target = (t: Timed): { text: string; met: boolean } => ({

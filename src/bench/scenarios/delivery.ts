@@ -39,14 +39,24 @@ async function subscribeAndAck(store: EventStore, consumer: string, n: number): 
 
 function rows(name: string, idem: Timed, read: Timed, readAck: Timed, target: number): BenchRow[] {
   const readRow = baselineRow(name, `raw pages of ${PAGE} + JSON.parse, no cursor`, read);
-  const readAckRow = baselineRow(name, `raw pages of ${PAGE} + JSON.parse + cursor UPDATE committed per page`, readAck);
+  const readAckRow = baselineRow(
+    name,
+    `raw pages of ${PAGE} + JSON.parse + cursor UPDATE committed per page`,
+    readAck,
+  );
   const shape = `store.subscribe + ack per page of ${PAGE}, no handler`;
   const text = `>= ${target.toLocaleString('en-US')} events/s (the consumer target)`;
   const met = idem.eventsPerSec >= target;
   return [
     readRow,
     readAckRow,
-    row({ scenario: name, shape: `${shape}, vs raw read`, measured: idem, against: readRow, target: { text, met } }),
+    row({
+      scenario: name,
+      shape: `${shape}, vs raw read`,
+      measured: idem,
+      against: readRow,
+      target: { text, met },
+    }),
     row({ scenario: name, shape: `${shape}, vs raw read + cursor`, measured: idem, against: readAckRow }),
   ];
 }
@@ -59,7 +69,9 @@ async function rawSqlite(path: string, n: number, withCursor: boolean): Promise<
     db.pragma('synchronous = FULL');
     db.exec('CREATE TABLE IF NOT EXISTS bench_cursor (name TEXT PRIMARY KEY, position INTEGER NOT NULL)');
     db.prepare("INSERT OR REPLACE INTO bench_cursor VALUES ('raw', 0)").run();
-    const page = db.prepare(`SELECT ${COLUMNS} FROM idem_events WHERE position > ? ORDER BY position LIMIT ?`);
+    const page = db.prepare(
+      `SELECT ${COLUMNS} FROM idem_events WHERE position > ? ORDER BY position LIMIT ?`,
+    );
     const cursor = db.prepare("UPDATE bench_cursor SET position = ? WHERE name = 'raw'");
     let count = 0;
     const t = await timed(n, () => {
@@ -89,8 +101,12 @@ async function rawPostgres(url: string, n: number, withCursor: boolean): Promise
   const client = new pg.Client({ connectionString: url });
   await client.connect();
   try {
-    await client.query('CREATE TABLE IF NOT EXISTS bench_cursor (name text PRIMARY KEY, position bigint NOT NULL)');
-    await client.query("INSERT INTO bench_cursor VALUES ('raw', 0) ON CONFLICT (name) DO UPDATE SET position = 0");
+    await client.query(
+      'CREATE TABLE IF NOT EXISTS bench_cursor (name text PRIMARY KEY, position bigint NOT NULL)',
+    );
+    await client.query(
+      "INSERT INTO bench_cursor VALUES ('raw', 0) ON CONFLICT (name) DO UPDATE SET position = 0",
+    );
     let count = 0;
     const t = await timed(n, async () => {
       let after = 0;
@@ -102,7 +118,8 @@ async function rawPostgres(url: string, n: number, withCursor: boolean): Promise
         if (r.rows.length === 0) break;
         count += r.rows.length;
         after = Number(r.rows[r.rows.length - 1]!.position);
-        if (withCursor) await client.query("UPDATE bench_cursor SET position = $1 WHERE name = 'raw'", [after]);
+        if (withCursor)
+          await client.query("UPDATE bench_cursor SET position = $1 WHERE name = 'raw'", [after]);
       }
     });
     if (count !== n) throw new Error(`the raw reader read ${count} of ${n} events`);
@@ -118,7 +135,8 @@ function size(ctx: ScenarioContext): number {
 
 export const deliverySqlite: Scenario = {
   name: 'delivery-sqlite',
-  description: 'a durable subscription on the SQLite store delivering the log from 0, ack per page, no handler',
+  description:
+    'a durable subscription on the SQLite store delivering the log from 0, ack per page, no handler',
   needs: [],
   async run(ctx) {
     const name = 'delivery-sqlite';
@@ -143,7 +161,8 @@ export const deliverySqlite: Scenario = {
 
 export const deliveryPostgres: Scenario = {
   name: 'delivery-postgres',
-  description: 'a durable subscription on the PostgreSQL store delivering the log from 0, ack per page, no handler',
+  description:
+    'a durable subscription on the PostgreSQL store delivering the log from 0, ack per page, no handler',
   needs: ['postgres'],
   async run(ctx) {
     const name = 'delivery-postgres';

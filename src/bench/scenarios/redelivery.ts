@@ -24,7 +24,9 @@ async function passes(
   n: number,
   consumer: string,
   guard: Guard[],
-  fn: (pass: (what: string, prepare: (db: Database.Database) => Promise<void>) => Promise<Timed>) => Promise<BenchRow[]>,
+  fn: (
+    pass: (what: string, prepare: (db: Database.Database) => Promise<void>) => Promise<Timed>,
+  ) => Promise<BenchRow[]>,
 ): Promise<BenchRow[]> {
   const db = openTargetDb(dir, consumer);
   const target = sqliteTarget(db);
@@ -35,7 +37,10 @@ async function passes(
       await prepare(db);
       const t = await timeConsumer({ name: consumer, source, target, handle, guard }, n);
       const billed = sqliteBilledEvents(db);
-      if (billed !== n) throw new Error(`${consumer}, ${what}: billed ${billed} events, expected ${n} (a duplicate was applied)`);
+      if (billed !== n)
+        throw new Error(
+          `${consumer}, ${what}: billed ${billed} events, expected ${n} (a duplicate was applied)`,
+        );
       return t;
     });
   } finally {
@@ -68,32 +73,60 @@ export const redelivery: Scenario = {
       ctx.log(`${NAME}: populating the source with ${n} events`);
       await populate(source, n);
       const nothing = (): Promise<void> => Promise.resolve();
-      const rewind = (consumer: string, clearCheckpoint: boolean) => async (db: Database.Database): Promise<void> => {
-        await source.consumers.reset(consumer, 0);
-        if (clearCheckpoint) db.prepare('DELETE FROM idem_checkpoints WHERE consumer = ?').run(consumer);
-      };
+      const rewind =
+        (consumer: string, clearCheckpoint: boolean) =>
+        async (db: Database.Database): Promise<void> => {
+          await source.consumers.reset(consumer, 0);
+          if (clearCheckpoint) db.prepare('DELETE FROM idem_checkpoints WHERE consumer = ?').run(consumer);
+        };
 
       // The billing consumer as the other scenarios run it: guards event-id and entity-version.
-      const both = await passes(ctx, dir, source, n, 'billing_v1', ['event-id', 'entity-version'], async (pass) => {
-        const first = baselineRow(NAME, 'first pass, all new', await pass('first pass (all new)', nothing));
-        // Redelivery after a lost acknowledgement: the store's cursor goes back to 0, the target's
-        // checkpoint still says n, so whole batches are recognised at the checkpoint.
-        const byCheckpoint = await pass('second pass, cursor reset', rewind('billing_v1', false));
-        // The checkpoint row gone too: the entity versions recognise every event, so the ledger is
-        // not asked (it is only asked about events the versions do not already call duplicates).
-        const byVersions = await pass('second pass, cursor reset and checkpoint cleared', rewind('billing_v1', true));
-        return [
-          first,
-          secondPass('second pass, all duplicates (cursor reset: skipped at the target checkpoint)', byCheckpoint, first),
-          secondPass('second pass, all duplicates (checkpoint cleared: recognised by entity versions)', byVersions, first),
-        ];
-      });
+      const both = await passes(
+        ctx,
+        dir,
+        source,
+        n,
+        'billing_v1',
+        ['event-id', 'entity-version'],
+        async (pass) => {
+          const first = baselineRow(NAME, 'first pass, all new', await pass('first pass (all new)', nothing));
+          // Redelivery after a lost acknowledgement: the store's cursor goes back to 0, the target's
+          // checkpoint still says n, so whole batches are recognised at the checkpoint.
+          const byCheckpoint = await pass('second pass, cursor reset', rewind('billing_v1', false));
+          // The checkpoint row gone too: the entity versions recognise every event, so the ledger is
+          // not asked (it is only asked about events the versions do not already call duplicates).
+          const byVersions = await pass(
+            'second pass, cursor reset and checkpoint cleared',
+            rewind('billing_v1', true),
+          );
+          return [
+            first,
+            secondPass(
+              'second pass, all duplicates (cursor reset: skipped at the target checkpoint)',
+              byCheckpoint,
+              first,
+            ),
+            secondPass(
+              'second pass, all duplicates (checkpoint cleared: recognised by entity versions)',
+              byVersions,
+              first,
+            ),
+          ];
+        },
+      );
 
       // The strictest case: a consumer guarded by event ids alone, its checkpoint cleared, so every
       // event of the second pass is looked up in the ledger.
       const ledgerOnly = await passes(ctx, dir, source, n, 'billing_ids_v1', ['event-id'], async (pass) => {
-        const first = baselineRow(NAME, "guard 'event-id' only: first pass, all new", await pass('first pass (all new)', nothing));
-        const byLedger = await pass('second pass, cursor reset and checkpoint cleared', rewind('billing_ids_v1', true));
+        const first = baselineRow(
+          NAME,
+          "guard 'event-id' only: first pass, all new",
+          await pass('first pass (all new)', nothing),
+        );
+        const byLedger = await pass(
+          'second pass, cursor reset and checkpoint cleared',
+          rewind('billing_ids_v1', true),
+        );
         return [
           first,
           secondPass(

@@ -52,20 +52,33 @@ export function registerConsumerRoutes(app: FastifyInstance, ctx: RouteContext):
   });
 
   for (const action of ['retry', 'skip'] as const) {
-    app.post<NameParams>(`/v1/consumers/:name/dead-letters/${action}`, { config: { scope: 'admin' } }, async (req) => {
-      const body = parseWith(selectorBodySchema, req.body, '');
-      const info = await visible(req.principal, req.params.name);
-      let selector: DeadLetterSelector;
-      if ('stream' in body) {
-        requireStream(req.principal, body.stream);
-        selector = { stream: body.stream };
-      } else {
-        selector = { id: body.id };
-      }
-      const p = req.principal;
-      if (action === 'retry') return { consumer: info.name, action, count: await store.deadLetters.retry(info.name, selector) };
-      const by = p.anonymous ? (body.by ?? 'http') : body.by ? `${body.by} (token ${p.name})` : `token ${p.name}`;
-      return { consumer: info.name, action, count: await store.deadLetters.skip(info.name, selector, { by }) };
-    });
+    app.post<NameParams>(
+      `/v1/consumers/:name/dead-letters/${action}`,
+      { config: { scope: 'admin' } },
+      async (req) => {
+        const body = parseWith(selectorBodySchema, req.body, '');
+        const info = await visible(req.principal, req.params.name);
+        let selector: DeadLetterSelector;
+        if ('stream' in body) {
+          requireStream(req.principal, body.stream);
+          selector = { stream: body.stream };
+        } else {
+          selector = { id: body.id };
+        }
+        const p = req.principal;
+        if (action === 'retry')
+          return { consumer: info.name, action, count: await store.deadLetters.retry(info.name, selector) };
+        const by = p.anonymous
+          ? (body.by ?? 'http')
+          : body.by
+            ? `${body.by} (token ${p.name})`
+            : `token ${p.name}`;
+        return {
+          consumer: info.name,
+          action,
+          count: await store.deadLetters.skip(info.name, selector, { by }),
+        };
+      },
+    );
   }
 }

@@ -17,7 +17,10 @@ export function registerOpsRoutes(
 
   app.get('/metrics', { config: { scope: 'read' } }, async (req, reply) => {
     if (req.principal.streamPrefixes !== null) {
-      throw new IdemError('forbidden', `token "${req.principal.name}" is limited to some streams; /metrics covers all of them`);
+      throw new IdemError(
+        'forbidden',
+        `token "${req.principal.name}" is limited to some streams; /metrics covers all of them`,
+      );
     }
     const text = await ctx.metrics.render(ctx.store);
     return reply.type(ctx.metrics.contentType).send(text);

@@ -14,18 +14,22 @@ type StreamParams = { Params: { stream: string } };
 export function registerStreamRoutes(app: FastifyInstance, ctx: RouteContext): void {
   const { store, limits, metrics } = ctx;
 
-  app.post<StreamParams>('/v1/streams/:stream/events', { config: { scope: 'append' } }, async (req, reply) => {
-    const stream = validateStreamName(req.params.stream);
-    requireStream(req.principal, stream);
-    const body = parseWith(appendBodySchema, req.body, '');
-    // Checked here against the server's own limits too, before the store sees anything.
-    prepareAppend(stream, body.events, limits);
-    const options: AppendOptions = {};
-    if (body.expectedVersion !== undefined) options.expectedVersion = body.expectedVersion;
-    const result = await store.append(stream, body.events as NewEvent[], options);
-    metrics.appended(result);
-    return reply.code(result.duplicate ? 200 : 201).send(result);
-  });
+  app.post<StreamParams>(
+    '/v1/streams/:stream/events',
+    { config: { scope: 'append' } },
+    async (req, reply) => {
+      const stream = validateStreamName(req.params.stream);
+      requireStream(req.principal, stream);
+      const body = parseWith(appendBodySchema, req.body, '');
+      // Checked here against the server's own limits too, before the store sees anything.
+      prepareAppend(stream, body.events, limits);
+      const options: AppendOptions = {};
+      if (body.expectedVersion !== undefined) options.expectedVersion = body.expectedVersion;
+      const result = await store.append(stream, body.events as NewEvent[], options);
+      metrics.appended(result);
+      return reply.code(result.duplicate ? 200 : 201).send(result);
+    },
+  );
 
   app.get<StreamParams>('/v1/streams/:stream/events', { config: { scope: 'read' } }, async (req) => {
     const stream = validateStreamName(req.params.stream);
@@ -55,7 +59,8 @@ export function registerStreamRoutes(app: FastifyInstance, ctx: RouteContext): v
     const p = req.principal;
     if (p.streamPrefixes !== null && !filterWithin(p, filter)) {
       // A restricted token reading without a stream constraint reads its own prefixes.
-      if (!filter.categories && !filter.streamPrefixes) filter = { ...filter, streamPrefixes: [...p.streamPrefixes] };
+      if (!filter.categories && !filter.streamPrefixes)
+        filter = { ...filter, streamPrefixes: [...p.streamPrefixes] };
       requireFilterWithin(p, filter, 'a read');
     }
     const events: RecordedEvent[] = [];

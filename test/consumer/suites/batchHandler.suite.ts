@@ -24,7 +24,11 @@ function recordingBatch<Tx>(
   check: (e: RecordedEvent, ctx: BatchHandlerContext<Tx>) => Promise<void> | void = () => undefined,
 ): BatchHandler<Tx> {
   return async (events, ctx) => {
-    calls.push({ positions: events.map((e) => e.position), attempt: ctx.attempt, recovered: [...ctx.recovered] });
+    calls.push({
+      positions: events.map((e) => e.position),
+      attempt: ctx.attempt,
+      recovered: [...ctx.recovered],
+    });
     for (const e of events) {
       await check(e, ctx);
       await h.fx.add(ctx.tx, h.table, e.stream, amountOf(e));
@@ -49,7 +53,10 @@ export function describeBatchHandler<Tx>(label: string, make: MakeTargetFixture<
           [21, 21, 18],
           'three pages per transaction, never more than catchUpSize, and the last partial page with them',
         );
-        assert.deepEqual(calls.flatMap((call) => call.positions), Array.from({ length: 60 }, (_, i) => i + 1));
+        assert.deepEqual(
+          calls.flatMap((call) => call.positions),
+          Array.from({ length: 60 }, (_, i) => i + 1),
+        );
         assert.equal(c.metrics().batches, 3);
         assert.equal((await h.fx.target.readCheckpoint(h.name)).position, 60);
         assert.equal((await h.store.consumers.get(h.name)).position, 60);
@@ -63,7 +70,10 @@ export function describeBatchHandler<Tx>(label: string, make: MakeTargetFixture<
             message: `live event ${i} handled without waiting for more`,
           });
         }
-        assert.deepEqual(calls.map((call) => call.positions), [[61], [62], [63]]);
+        assert.deepEqual(
+          calls.map((call) => call.positions),
+          [[61], [62], [63]],
+        );
         await c.stop();
       }));
 
@@ -76,7 +86,11 @@ export function describeBatchHandler<Tx>(label: string, make: MakeTargetFixture<
         await c.start();
         await c.whenCaughtUp();
         assert.deepEqual(await h.totals(), expected);
-        assert.deepEqual(calls.map((call) => call.positions.length), [1200], 'three pages of 500 in one transaction');
+        assert.deepEqual(
+          calls.map((call) => call.positions.length),
+          [1200],
+          'three pages of 500 in one transaction',
+        );
         await c.stop();
       }));
 
@@ -92,7 +106,11 @@ export function describeBatchHandler<Tx>(label: string, make: MakeTargetFixture<
         assert.equal(await h.fx.target.ledgerSize(h.name), 30);
         assert.equal((await h.fx.target.readCheckpoint(h.name)).position, 30);
         const positions = calls.flatMap((call) => call.positions);
-        assert.deepEqual(positions, Array.from({ length: 30 }, (_, i) => i + 1), 'each event once, in position order');
+        assert.deepEqual(
+          positions,
+          Array.from({ length: 30 }, (_, i) => i + 1),
+          'each event once, in position order',
+        );
         assert.ok(calls.length < 30, `events are handled together (${calls.length} calls)`);
         assert.ok(calls.every((call) => call.attempt === 1));
         assert.equal(c.metrics().processed, 30);
@@ -117,7 +135,10 @@ export function describeBatchHandler<Tx>(label: string, make: MakeTargetFixture<
       withHarness(make, async (h) => {
         const bad = randomStream('invoice');
         const good = randomStream('invoice');
-        const expected = await h.appendAmounts([bad, good, randomStream('invoice'), randomStream('invoice')], 8);
+        const expected = await h.appendAmounts(
+          [bad, good, randomStream('invoice'), randomStream('invoice')],
+          8,
+        );
         const badEvents: RecordedEvent[] = [];
         for await (const e of h.store.readStream(bad)) badEvents.push(e);
         const poison = badEvents[2]!;
@@ -133,7 +154,11 @@ export function describeBatchHandler<Tx>(label: string, make: MakeTargetFixture<
         await c.whenCaughtUp();
         const totals = await h.totals();
         assert.equal(totals.get(good), expected.get(good), 'the healthy entities are complete');
-        assert.equal(totals.get(bad), amountOf(badEvents[0]!) + amountOf(badEvents[1]!), 'the broken entity stops before version 3');
+        assert.equal(
+          totals.get(bad),
+          amountOf(badEvents[0]!) + amountOf(badEvents[1]!),
+          'the broken entity stops before version 3',
+        );
         const letters = await h.store.deadLetters.list(h.name);
         assert.deepEqual(
           letters.map((l) => l.event.version),
@@ -142,19 +167,26 @@ export function describeBatchHandler<Tx>(label: string, make: MakeTargetFixture<
         assert.equal(letters[0]!.attempts, 3);
         assert.match(letters[0]!.error?.message ?? '', /malformed/);
         // The poison event was tried alone for its retries (attempts 2 and 3), after the bisection found it.
-        const alone = calls.filter((call) => call.positions.length === 1 && call.positions[0] === poison.position);
+        const alone = calls.filter(
+          (call) => call.positions.length === 1 && call.positions[0] === poison.position,
+        );
         assert.deepEqual(
           alone.map((call) => call.attempt),
           [1, 2, 3],
         );
-        assert.ok(calls.length <= 20, `bisection, not one call per event (${calls.length} calls for 32 events)`);
+        assert.ok(
+          calls.length <= 20,
+          `bisection, not one call per event (${calls.length} calls for 32 events)`,
+        );
         const m = c.metrics();
         assert.equal(m.deadLetters, 1);
         assert.equal(m.processed, 32 - 6);
 
         broken = false;
         assert.equal(await h.store.deadLetters.retry(h.name, { stream: bad }), 6);
-        await until(async () => (await h.store.deadLetters.list(h.name)).length === 0, { message: 'dead letters resolved' });
+        await until(async () => (await h.store.deadLetters.list(h.name)).length === 0, {
+          message: 'dead letters resolved',
+        });
         assert.deepEqual(await h.totals(), expected);
       }));
 
@@ -176,7 +208,8 @@ export function describeBatchHandler<Tx>(label: string, make: MakeTargetFixture<
         await c.start();
         await until(() => c.status().state === 'failed', { message: 'consumer failed' });
         const expected = new Map<string, number>();
-        for (const e of events.slice(0, 6)) expected.set(e.stream, (expected.get(e.stream) ?? 0) + amountOf(e));
+        for (const e of events.slice(0, 6))
+          expected.set(e.stream, (expected.get(e.stream) ?? 0) + amountOf(e));
         assert.deepEqual(await h.totals(), expected);
         assert.equal(c.status().position, poison.position - 1);
         assert.equal(c.status().failedEvent?.id, poison.id);
@@ -208,7 +241,12 @@ export function describeBatchHandler<Tx>(label: string, make: MakeTargetFixture<
           [[bad, 3, 1]],
         );
         // attempts: 1: the bisection's try alone is the only one.
-        assert.equal(calls.filter((call) => call.positions.length === 1 && call.positions[0] === letters[0]!.event.position).length, 1);
+        assert.equal(
+          calls.filter(
+            (call) => call.positions.length === 1 && call.positions[0] === letters[0]!.event.position,
+          ).length,
+          1,
+        );
       }));
 
     it('gap recovery hands the recovered events to the batch handler in order, marked in ctx.recovered', () =>
@@ -217,11 +255,14 @@ export function describeBatchHandler<Tx>(label: string, make: MakeTargetFixture<
         const other = randomStream('invoice');
         const expected = await h.appendAmounts([gappy, other], 5);
         const hidden: number[] = [];
-        for await (const e of h.store.readStream(gappy)) if (e.version === 2 || e.version === 3) hidden.push(e.position);
+        for await (const e of h.store.readStream(gappy))
+          if (e.version === 2 || e.version === 3) hidden.push(e.position);
         const calls: Call[] = [];
         const c = h.consumer({
           guard: 'entity-version',
-          source: faultySource(h.store, { hide: (e) => e.stream === gappy && (e.version === 2 || e.version === 3) }),
+          source: faultySource(h.store, {
+            hide: (e) => e.stream === gappy && (e.version === 2 || e.version === 3),
+          }),
           handleBatch: recordingBatch(h, calls),
         });
         await c.start();
@@ -241,11 +282,17 @@ export function describeBatchHandler<Tx>(label: string, make: MakeTargetFixture<
     it('takes either handle or handleBatch, not both', () =>
       withHarness(make, (h) => {
         const base = { name: h.name, source: h.store, target: h.fx.target };
-        assert.throws(() => createConsumer({ ...base, handle: () => undefined, handleBatch: () => undefined }), {
+        assert.throws(
+          () => createConsumer({ ...base, handle: () => undefined, handleBatch: () => undefined }),
+          {
+            code: 'invalid_input',
+            field: 'handleBatch',
+          },
+        );
+        assert.throws(() => createConsumer({ ...base, handleBatch: 'no' as never }), {
           code: 'invalid_input',
           field: 'handleBatch',
         });
-        assert.throws(() => createConsumer({ ...base, handleBatch: 'no' as never }), { code: 'invalid_input', field: 'handleBatch' });
         assert.throws(() => createConsumer({ ...base }), { code: 'invalid_input', field: 'handle' });
         return Promise.resolve();
       }));

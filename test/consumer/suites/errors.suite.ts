@@ -77,7 +77,8 @@ export function describeErrorsAndGaps<Tx>(label: string, make: MakeTargetFixture
         await c.start();
         await until(() => c.status().state === 'failed', { message: 'consumer failed' });
         const expected = new Map<string, number>();
-        for (const e of events.slice(0, 4)) expected.set(e.stream, (expected.get(e.stream) ?? 0) + amountOf(e));
+        for (const e of events.slice(0, 4))
+          expected.set(e.stream, (expected.get(e.stream) ?? 0) + amountOf(e));
         assert.deepEqual(await h.totals(), expected);
         const st = c.status();
         assert.equal(st.position, poison.position - 1);
@@ -120,7 +121,10 @@ export function describeErrorsAndGaps<Tx>(label: string, make: MakeTargetFixture
         assert.equal(totals.get(good), expected.get(good), 'the healthy entity is complete');
         assert.equal(totals.get(bad), amountOf(events[0]!), 'the broken entity stops before version 2');
         const letters = await h.store.deadLetters.list(h.name);
-        assert.deepEqual(letters.map((l) => l.event.version), [2, 3, 4]);
+        assert.deepEqual(
+          letters.map((l) => l.event.version),
+          [2, 3, 4],
+        );
         assert.equal(letters[0]!.attempts, 2);
         assert.match(letters[0]!.error?.message ?? '', /malformed/);
         assert.equal(letters[1]!.behind, events[1]!.id);
@@ -129,7 +133,9 @@ export function describeErrorsAndGaps<Tx>(label: string, make: MakeTargetFixture
         assert.equal(m.parkedEntities, 1);
         broken = false;
         assert.equal(await h.store.deadLetters.retry(h.name, { stream: bad }), 3);
-        await until(async () => (await h.store.deadLetters.list(h.name)).length === 0, { message: 'dead letters resolved' });
+        await until(async () => (await h.store.deadLetters.list(h.name)).length === 0, {
+          message: 'dead letters resolved',
+        });
         assert.deepEqual(await h.totals(), expected);
         // The redelivered entity resumes at version 2, in order.
         assert.deepEqual(order.slice(-3), [2, 3, 4]);
@@ -144,7 +150,9 @@ export function describeErrorsAndGaps<Tx>(label: string, make: MakeTargetFixture
         const order: number[] = [];
         const c = h.consumer({
           guard: 'entity-version',
-          source: faultySource(h.store, { hide: (e) => e.stream === gappy && (e.version === 2 || e.version === 3) }),
+          source: faultySource(h.store, {
+            hide: (e) => e.stream === gappy && (e.version === 2 || e.version === 3),
+          }),
           handle: async (e, ctx) => {
             if (e.stream === gappy) order.push(e.version);
             await h.addAmount(e, ctx);
@@ -167,7 +175,11 @@ export function describeErrorsAndGaps<Tx>(label: string, make: MakeTargetFixture
           { type: 'invoice.emailed', data: { amount: 1000 } },
           { type: 'invoice.paid', data: { amount: 5 } },
         ]);
-        const c = h.consumer({ guard: 'entity-version', gaps: 'fail', filter: { types: ['invoice.issued', 'invoice.paid'] } });
+        const c = h.consumer({
+          guard: 'entity-version',
+          gaps: 'fail',
+          filter: { types: ['invoice.issued', 'invoice.paid'] },
+        });
         await c.start();
         await c.whenCaughtUp();
         assert.deepEqual(await h.totals(), new Map([[s, 15]]));

@@ -129,10 +129,18 @@ export function describeLedgerAndGuards<Tx>(label: string, make: MakeTargetFixtu
     it('a custom key guard handles one event per key', () =>
       withHarness(make, async (h) => {
         const s = randomStream('payment');
-        for (const [paymentId, amount] of [['p1', 3], ['p2', 4], ['p1', 3], ['p3', 5], ['p2', 4]] as const) {
+        for (const [paymentId, amount] of [
+          ['p1', 3],
+          ['p2', 4],
+          ['p1', 3],
+          ['p3', 5],
+          ['p2', 4],
+        ] as const) {
           await h.store.append(s, [{ type: 'payment.received', data: { amount, paymentId } }]);
         }
-        const c = h.consumer({ guard: { key: (e) => (e.data as { paymentId: string }).paymentId, name: 'payment' } });
+        const c = h.consumer({
+          guard: { key: (e) => (e.data as { paymentId: string }).paymentId, name: 'payment' },
+        });
         await c.start();
         await c.whenCaughtUp();
         assert.deepEqual(await h.totals(), new Map([[s, 12]]));
@@ -150,43 +158,79 @@ export function describeLedgerAndGuards<Tx>(label: string, make: MakeTargetFixtu
           t.record(h.name, { entries: [], versions: new Map([[a, 2]]), position: 0, epoch: 0 }),
         );
         const lookups = { keys: 0, versions: 0, keysAsked: [] as string[] };
-        const c = h.consumer({ guard: ['entity-version', 'event-id'], target: faultyTarget(h.fx.target, { lookups }) });
+        const c = h.consumer({
+          guard: ['entity-version', 'event-id'],
+          target: faultyTarget(h.fx.target, { lookups }),
+        });
         await c.start();
         await c.whenCaughtUp();
         const totals = await h.totals();
         // Events the entity versions already call duplicates (a v1, v2) are not looked up in the ledger.
         const ids = new Map<string, string>();
-        for await (const e of h.store.readAll()) ids.set(`event:${e.id}`, `${e.stream === a ? 'a' : 'b'}${e.version}`);
-        assert.deepEqual(lookups.keysAsked.map((k) => ids.get(k)).sort(), ['a3', 'a4', 'b1', 'b2', 'b3', 'b4']);
+        for await (const e of h.store.readAll())
+          ids.set(`event:${e.id}`, `${e.stream === a ? 'a' : 'b'}${e.version}`);
+        assert.deepEqual(lookups.keysAsked.map((k) => ids.get(k)).sort(), [
+          'a3',
+          'a4',
+          'b1',
+          'b2',
+          'b3',
+          'b4',
+        ]);
         const all = new Map<string, number[]>();
-        for await (const e of h.store.readAll()) all.set(e.stream, [...(all.get(e.stream) ?? []), (e.data as { amount: number }).amount]);
+        for await (const e of h.store.readAll())
+          all.set(e.stream, [...(all.get(e.stream) ?? []), (e.data as { amount: number }).amount]);
         const sum = (xs: number[]): number => xs.reduce((x, y) => x + y, 0);
         assert.equal(totals.get(a), sum(all.get(a)!.slice(2)));
         assert.equal(totals.get(b), sum(all.get(b)!));
         assert.equal(c.metrics().duplicates, 2);
         assert.equal(await h.fx.target.ledgerSize(h.name), 6, 'ledger rows for the 6 handled events');
         const st = await h.fx.target.transaction((t) => t.entityVersions(h.name, [a, b]));
-        assert.deepEqual(st, new Map([[a, 4], [b, 4]]));
+        assert.deepEqual(
+          st,
+          new Map([
+            [a, 4],
+            [b, 4],
+          ]),
+        );
       }));
 
     it('rejects bad options with invalid_input naming the field', () =>
       withHarness(make, (h) => {
         const base = { name: h.name, source: h.store, target: h.fx.target, handle: h.addAmount };
-        assert.throws(() => createConsumer({ ...base, name: 'bad name!' }), { code: 'invalid_input', field: 'name' });
-        assert.throws(() => createConsumer({ ...base, guard: 'nope' as never }), { code: 'invalid_input', field: 'guard' });
-        assert.throws(() => createConsumer({ ...base, batch: { size: 0 } }), { code: 'invalid_input', field: 'batch.size' });
-        assert.throws(() => createConsumer({ ...base, batch: { catchUpSize: 0 } }), { code: 'invalid_input', field: 'batch.catchUpSize' });
+        assert.throws(() => createConsumer({ ...base, name: 'bad name!' }), {
+          code: 'invalid_input',
+          field: 'name',
+        });
+        assert.throws(() => createConsumer({ ...base, guard: 'nope' as never }), {
+          code: 'invalid_input',
+          field: 'guard',
+        });
+        assert.throws(() => createConsumer({ ...base, batch: { size: 0 } }), {
+          code: 'invalid_input',
+          field: 'batch.size',
+        });
+        assert.throws(() => createConsumer({ ...base, batch: { catchUpSize: 0 } }), {
+          code: 'invalid_input',
+          field: 'batch.catchUpSize',
+        });
         assert.throws(() => createConsumer({ ...base, batch: { size: 50, catchUpSize: 20 } }), {
           code: 'invalid_input',
           field: 'batch.catchUpSize',
           message: /at least batch\.size \(50\)/,
         });
-        assert.throws(() => createConsumer({ ...base, batch: 5 as never }), { code: 'invalid_input', field: 'batch' });
+        assert.throws(() => createConsumer({ ...base, batch: 5 as never }), {
+          code: 'invalid_input',
+          field: 'batch',
+        });
         assert.throws(() => createConsumer({ ...base, onError: { then: 'ignore' as never } }), {
           code: 'invalid_input',
           field: 'onError.then',
         });
-        assert.throws(() => createConsumer({ ...base, gaps: 'skip' as never }), { code: 'invalid_input', field: 'gaps' });
+        assert.throws(() => createConsumer({ ...base, gaps: 'skip' as never }), {
+          code: 'invalid_input',
+          field: 'gaps',
+        });
         return Promise.resolve();
       }));
   });

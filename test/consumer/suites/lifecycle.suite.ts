@@ -35,7 +35,7 @@ export function describeLifecycleAndMetrics<Tx>(label: string, make: MakeTargetF
         assert.equal(await h.fx.target.counterValue(counter), once, 'the set-membership counter did not');
       }));
 
-    it("start() rejects with consumer_busy while another owns the name; a standby takes over when it stops", () =>
+    it('start() rejects with consumer_busy while another owns the name; a standby takes over when it stops', () =>
       withHarness(make, async (h) => {
         const s = randomStream('invoice');
         const expected = await h.appendAmounts([s], 3);

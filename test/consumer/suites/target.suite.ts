@@ -71,17 +71,24 @@ export function describeTarget<Tx>(label: string, make: MakeTargetFixture<Tx>): 
         });
         const lookup = (keys: string[]): Promise<string[]> =>
           h.fx.target.transaction(async (t) => [...(await t.processedKeys(h.name, keys))].sort());
-        const range = (from: number, to: number): string[] => Array.from({ length: to - from }, (_, i) => key(from + i));
+        const range = (from: number, to: number): string[] =>
+          Array.from({ length: to - from }, (_, i) => key(from + i));
         assert.deepEqual(await lookup(range(2000, 2100)), [], 'none recorded');
         assert.deepEqual(await lookup(range(0, 1500)), range(0, 1500).sort(), 'all recorded, two chunks');
         const mixed = [...range(1400, 1600), key(5), key(5), 'other'];
-        assert.deepEqual(await lookup(mixed), [...range(1400, 1500), key(5)].sort(), 'some recorded, with a repeat');
+        assert.deepEqual(
+          await lookup(mixed),
+          [...range(1400, 1500), key(5)].sort(),
+          'some recorded, with a repeat',
+        );
         // As many keys as hits, but one of them repeated: not every key is there.
         assert.deepEqual(await lookup([key(1), key(1), 'missing']), [key(1)]);
         assert.deepEqual(await lookup([key(7), key(7)]), [key(7)]);
         // Another consumer's ledger is not this one's.
         assert.deepEqual(
-          await h.fx.target.transaction(async (t) => [...(await t.processedKeys(`${h.name}_other`, range(0, 10)))]),
+          await h.fx.target.transaction(async (t) => [
+            ...(await t.processedKeys(`${h.name}_other`, range(0, 10))),
+          ]),
           [],
         );
       }));
@@ -90,7 +97,10 @@ export function describeTarget<Tx>(label: string, make: MakeTargetFixture<Tx>): 
       withHarness(make, async (h) => {
         await h.fx.target.migrate();
         const [a, b, c] = [`${h.name}_a`, `${h.name}_b`, `${h.name}_c`];
-        const rec = (consumer: string, key: string): BatchRecordArgs => [consumer, { entries: [{ key, position: 1 }], versions: new Map(), position: 0, epoch: 0 }];
+        const rec = (consumer: string, key: string): BatchRecordArgs => [
+          consumer,
+          { entries: [{ key, position: 1 }], versions: new Map(), position: 0, epoch: 0 },
+        ];
         await assert.rejects(
           h.fx.target.transaction(async (t) => {
             await t.record(...rec(a, 'a-rolled-back'));
@@ -125,7 +135,10 @@ export function describeTarget<Tx>(label: string, make: MakeTargetFixture<Tx>): 
       withHarness(make, async (h) => {
         const counter = `c_${h.table}`;
         await h.fx.target.migrate();
-        const first = await h.fx.target.transaction(async (t) => [await t.addOnce(counter, 'a', 5), await t.addOnce(counter, 'a', 5)]);
+        const first = await h.fx.target.transaction(async (t) => [
+          await t.addOnce(counter, 'a', 5),
+          await t.addOnce(counter, 'a', 5),
+        ]);
         assert.deepEqual(first, [true, false]);
         await assert.rejects(
           h.fx.target.transaction(async (t) => {

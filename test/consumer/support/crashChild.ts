@@ -7,14 +7,21 @@ import { openSqliteStore } from '../../../src/sqlite/sqliteStore.js';
 import { sqliteTarget } from '../../../src/sqlite/target.js';
 
 const [storePath, targetPath, mode, blindPath] = process.argv.slice(2);
-if (!storePath || !targetPath || (mode !== 'ledger' && mode !== 'blind') || (mode === 'blind' && !blindPath)) {
+if (
+  !storePath ||
+  !targetPath ||
+  (mode !== 'ledger' && mode !== 'blind') ||
+  (mode === 'blind' && !blindPath)
+) {
   console.error('usage: crashChild.ts <store.db> <target.db> <ledger|blind> [blind.db]');
   process.exit(2);
 }
 
 const store = await openSqliteStore({ path: storePath, durability: 'normal' });
 const target = sqliteTarget(targetPath, { durability: 'normal' });
-target.db.exec(`CREATE TABLE IF NOT EXISTS invoice_status (stream TEXT PRIMARY KEY, total INTEGER NOT NULL, events INTEGER NOT NULL)`);
+target.db.exec(
+  `CREATE TABLE IF NOT EXISTS invoice_status (stream TEXT PRIMARY KEY, total INTEGER NOT NULL, events INTEGER NOT NULL)`,
+);
 const upsert = target.db.prepare(
   `INSERT INTO invoice_status (stream, total, events) VALUES (?, ?, 1)
    ON CONFLICT (stream) DO UPDATE SET total = total + excluded.total, events = events + 1`,
@@ -22,7 +29,9 @@ const upsert = target.db.prepare(
 // The blind counter: its own connection and file, autocommitted per event, outside the ledger's transaction.
 const blind = mode === 'blind' ? new Database(blindPath) : null;
 blind?.pragma('journal_mode = WAL');
-blind?.exec(`CREATE TABLE IF NOT EXISTS invoice_status (stream TEXT PRIMARY KEY, total INTEGER NOT NULL, events INTEGER NOT NULL)`);
+blind?.exec(
+  `CREATE TABLE IF NOT EXISTS invoice_status (stream TEXT PRIMARY KEY, total INTEGER NOT NULL, events INTEGER NOT NULL)`,
+);
 const blindUpsert = blind?.prepare(
   `INSERT INTO invoice_status (stream, total, events) VALUES (?, ?, 1)
    ON CONFLICT (stream) DO UPDATE SET total = total + excluded.total, events = events + 1`,

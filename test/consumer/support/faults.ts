@@ -1,7 +1,13 @@
 import type { ConsumerTarget, TargetTransaction } from '../../../src/core/consumerTarget.js';
 import type { RecordedEvent } from '../../../src/core/event.js';
 import type { EventStore } from '../../../src/core/eventStore.js';
-import type { FailureInfo, ParkInfo, SubscribeOptions, Subscription, SubscriptionMessage } from '../../../src/core/subscription.js';
+import type {
+  FailureInfo,
+  ParkInfo,
+  SubscribeOptions,
+  Subscription,
+  SubscriptionMessage,
+} from '../../../src/core/subscription.js';
 
 /** Faults a wrapped source injects; counters are decremented as they fire. */
 export interface SourceFaults {

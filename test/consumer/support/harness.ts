@@ -16,13 +16,20 @@ export interface Harness<Tx> {
   /** The usual handler: adds `data.amount` to the stream's total in the output table. */
   addAmount: Handler<Tx>;
   /** Appends `perStream` events `{ amount }` to each of `streams`, interleaved; returns the exactly-once totals. */
-  appendAmounts(streams: string[], perStream: number, metadata?: (stream: string, i: number) => JsonObject): Promise<Map<string, number>>;
+  appendAmounts(
+    streams: string[],
+    perStream: number,
+    metadata?: (stream: string, i: number) => JsonObject,
+  ): Promise<Map<string, number>>;
   /** Stream -> total in the output table. */
   totals(): Promise<Map<string, number>>;
 }
 
 /** Runs `fn` with a fresh memory store, target fixture and output table; cleans up whatever happens. */
-export async function withHarness<Tx>(make: MakeTargetFixture<Tx>, fn: (h: Harness<Tx>) => Promise<void>): Promise<void> {
+export async function withHarness<Tx>(
+  make: MakeTargetFixture<Tx>,
+  fn: (h: Harness<Tx>) => Promise<void>,
+): Promise<void> {
   const fx = await make();
   const store = createMemoryStore();
   const consumers: Consumer[] = [];
@@ -55,7 +62,9 @@ export async function withHarness<Tx>(make: MakeTargetFixture<Tx>, fn: (h: Harne
         for (let i = 1; i <= perStream; i++) {
           for (const s of streams) {
             const amount = i * 10 + (s.length % 7);
-            await store.append(s, [{ type: 'amount.added', data: { amount }, ...(metadata ? { metadata: metadata(s, i) } : {}) }]);
+            await store.append(s, [
+              { type: 'amount.added', data: { amount }, ...(metadata ? { metadata: metadata(s, i) } : {}) },
+            ]);
             expected.set(s, (expected.get(s) ?? 0) + amount);
           }
         }

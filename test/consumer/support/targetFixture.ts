@@ -38,7 +38,9 @@ export const makeSqliteFixture: MakeTargetFixture<Database.Database> = () => {
     kind: 'sqlite',
     target,
     createTable: (name) => {
-      target.db.exec(`CREATE TABLE ${name} (stream TEXT PRIMARY KEY, total REAL NOT NULL, events INTEGER NOT NULL)`);
+      target.db.exec(
+        `CREATE TABLE ${name} (stream TEXT PRIMARY KEY, total REAL NOT NULL, events INTEGER NOT NULL)`,
+      );
       return Promise.resolve();
     },
     add: (tx, table, stream, amount) => {
@@ -58,7 +60,11 @@ export const makeSqliteFixture: MakeTargetFixture<Database.Database> = () => {
       return Promise.resolve();
     },
     totals: (table) => {
-      const rows = target.db.prepare(`SELECT stream, total, events FROM ${table}`).all() as { stream: string; total: number; events: number }[];
+      const rows = target.db.prepare(`SELECT stream, total, events FROM ${table}`).all() as {
+        stream: string;
+        total: number;
+        events: number;
+      }[];
       return Promise.resolve(new Map(rows.map((r) => [r.stream, { total: r.total, events: r.events }])));
     },
     another: () => {
@@ -96,7 +102,9 @@ export function postgresFixtures(): { make: MakeTargetFixture<pg.PoolClient>; cl
       kind: 'postgres',
       target,
       createTable: async (name) => {
-        await pool.query(`CREATE TABLE ${schema}.${name} (stream text PRIMARY KEY, total double precision NOT NULL, events integer NOT NULL)`);
+        await pool.query(
+          `CREATE TABLE ${schema}.${name} (stream text PRIMARY KEY, total double precision NOT NULL, events integer NOT NULL)`,
+        );
       },
       add: async (tx, table, stream, amount) => {
         await tx.query({
@@ -110,7 +118,9 @@ export function postgresFixtures(): { make: MakeTargetFixture<pg.PoolClient>; cl
         await tx.query(`INSERT INTO ${schema}.${table} (stream, total, events) VALUES ('bad', NULL, 1)`);
       },
       totals: async (table) => {
-        const r = await pool.query<{ stream: string; total: number; events: number }>(`SELECT stream, total, events FROM ${schema}.${table}`);
+        const r = await pool.query<{ stream: string; total: number; events: number }>(
+          `SELECT stream, total, events FROM ${schema}.${table}`,
+        );
         return new Map(r.rows.map((row) => [row.stream, { total: row.total, events: row.events }]));
       },
       another: () => {

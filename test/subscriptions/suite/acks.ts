@@ -50,9 +50,15 @@ export function ackTests(makeStore: MakeStore): void {
         const sub = await store.subscribe(randomConsumer(), { maxInFlight: 5, batchSize: 3 });
         const it = sub[Symbol.asyncIterator]();
         try {
-          assert.deepEqual((await nextEvents(it)).events.map((e) => e.position), [1, 2, 3]);
+          assert.deepEqual(
+            (await nextEvents(it)).events.map((e) => e.position),
+            [1, 2, 3],
+          );
           // Only two more fit under the limit of five.
-          assert.deepEqual((await nextEvents(it)).events.map((e) => e.position), [4, 5]);
+          assert.deepEqual(
+            (await nextEvents(it)).events.map((e) => e.position),
+            [4, 5],
+          );
           let resolved = false;
           const pending = nextEvents(it).then((m) => {
             resolved = true;
@@ -62,10 +68,19 @@ export function ackTests(makeStore: MakeStore): void {
           await store.headPosition();
           assert.equal(resolved, false, 'delivery pauses at the limit');
           await sub.ack(2);
-          assert.deepEqual((await pending).events.map((e) => e.position), [6, 7]);
+          assert.deepEqual(
+            (await pending).events.map((e) => e.position),
+            [6, 7],
+          );
           await sub.ack(7);
-          assert.deepEqual((await nextEvents(it)).events.map((e) => e.position), [8, 9, 10]);
-          assert.deepEqual((await nextEvents(it)).events.map((e) => e.position), [11, 12]);
+          assert.deepEqual(
+            (await nextEvents(it)).events.map((e) => e.position),
+            [8, 9, 10],
+          );
+          assert.deepEqual(
+            (await nextEvents(it)).events.map((e) => e.position),
+            [11, 12],
+          );
           assert.deepEqual(await nextMessage(it), { kind: 'caught_up', position: 12 });
         } finally {
           await sub.close();
@@ -87,7 +102,10 @@ export function ackTests(makeStore: MakeStore): void {
           [randomConsumer(), { filter: { kinds: ['x'] } }, 'filter.kinds'],
         ];
         for (const [name, options, field] of cases) {
-          const err = await rejectsWith(() => store.subscribe(name as string, options as never), 'invalid_input');
+          const err = await rejectsWith(
+            () => store.subscribe(name as string, options as never),
+            'invalid_input',
+          );
           assert.equal(err.details.field, field, `field for ${JSON.stringify(options)}`);
         }
         assert.deepEqual(await store.consumers.list(), []);

@@ -13,7 +13,11 @@ export function adminTests(makeStore: MakeStore): void {
         await appendN(store, `${cat}-1`, 3);
         await appendN(store, randomStream('other'), 2);
         const name = randomConsumer();
-        const sub = await store.subscribe(name, { filter: { categories: [cat] }, owner: 'host:1', batchSize: 1 });
+        const sub = await store.subscribe(name, {
+          filter: { categories: [cat] },
+          owner: 'host:1',
+          batchSize: 1,
+        });
         try {
           let info = await store.consumers.get(name);
           assert.equal(info.name, name);
@@ -36,7 +40,10 @@ export function adminTests(makeStore: MakeStore): void {
           assert.equal(info.lag, 0);
           assert.equal(info.lagSeconds, 0);
           assert.equal(info.status, 'idle');
-          assert.deepEqual((await store.consumers.list()).map((c) => c.name), [name]);
+          assert.deepEqual(
+            (await store.consumers.list()).map((c) => c.name),
+            [name],
+          );
         } finally {
           await sub.close();
         }
@@ -74,13 +81,19 @@ export function adminTests(makeStore: MakeStore): void {
         assert.equal((await store.consumers.get(name)).position, 2);
         const again = new Reader(await store.subscribe(name));
         try {
-          assert.deepEqual((await again.waitForEvents(3)).map((e) => e.position), [3, 4, 5]);
+          assert.deepEqual(
+            (await again.waitForEvents(3)).map((e) => e.position),
+            [3, 4, 5],
+          );
         } finally {
           await again.stop();
         }
         await store.consumers.reset(name, 5);
         assert.equal((await store.consumers.get(name)).lag, 0);
-        assert.equal((await rejectsWith(() => store.consumers.reset(name, 6), 'invalid_input')).details.field, 'position');
+        assert.equal(
+          (await rejectsWith(() => store.consumers.reset(name, 6), 'invalid_input')).details.field,
+          'position',
+        );
         await rejectsWith(() => store.consumers.reset(name, -1), 'invalid_input');
       }));
 

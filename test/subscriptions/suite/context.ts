@@ -22,14 +22,22 @@ export async function withStore<T>(
 ): Promise<T> {
   const f = await makeStore();
   try {
-    return await fn(f.store, f.reopen ?? (() => Promise.resolve({ store: f.store, cleanup: () => Promise.resolve() })));
+    return await fn(
+      f.store,
+      f.reopen ?? (() => Promise.resolve({ store: f.store, cleanup: () => Promise.resolve() })),
+    );
   } finally {
     await f.cleanup();
   }
 }
 
 /** Appends `n` events to `stream` (one append each), returns them as recorded. */
-export async function appendN(store: EventStore, stream: string, n: number, type = 'thing.happened'): Promise<number[]> {
+export async function appendN(
+  store: EventStore,
+  stream: string,
+  n: number,
+  type = 'thing.happened',
+): Promise<number[]> {
   const positions: number[] = [];
   for (let i = 0; i < n; i++) {
     const r = await store.append(stream, [{ type, data: { i }, metadata: { note: `n${i}` } }]);
@@ -88,7 +96,10 @@ export class Reader {
 
   /** Waits until at least `n` events arrived. */
   async waitForEvents(n: number, timeoutMs = 10_000): Promise<RecordedEvent[]> {
-    await until(() => this.error !== null || this.events.length >= n, { timeoutMs, message: `${n} events (have ${this.events.length})` });
+    await until(() => this.error !== null || this.events.length >= n, {
+      timeoutMs,
+      message: `${n} events (have ${this.events.length})`,
+    });
     if (this.error) throw this.error as Error;
     return this.events;
   }
@@ -105,13 +116,19 @@ export class Reader {
 }
 
 /** The next message, failing after `timeoutMs` instead of hanging the test. */
-export async function nextMessage(it: AsyncIterator<SubscriptionMessage>, timeoutMs = 10_000): Promise<SubscriptionMessage> {
+export async function nextMessage(
+  it: AsyncIterator<SubscriptionMessage>,
+  timeoutMs = 10_000,
+): Promise<SubscriptionMessage> {
   let timer: NodeJS.Timeout | undefined;
   try {
     const r = await Promise.race([
       it.next(),
       new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`no subscription message within ${timeoutMs} ms`)), timeoutMs);
+        timer = setTimeout(
+          () => reject(new Error(`no subscription message within ${timeoutMs} ms`)),
+          timeoutMs,
+        );
       }),
     ]);
     if (r.done) throw new Error('subscription ended');
@@ -122,7 +139,9 @@ export async function nextMessage(it: AsyncIterator<SubscriptionMessage>, timeou
 }
 
 /** The next `events` message (skipping a `caught_up`). */
-export async function nextEvents(it: AsyncIterator<SubscriptionMessage>): Promise<Extract<SubscriptionMessage, { kind: 'events' }>> {
+export async function nextEvents(
+  it: AsyncIterator<SubscriptionMessage>,
+): Promise<Extract<SubscriptionMessage, { kind: 'events' }>> {
   for (;;) {
     const m = await nextMessage(it);
     if (m.kind === 'events') return m;
@@ -136,12 +155,16 @@ export async function readAllEvents(store: EventStore): Promise<RecordedEvent[]>
 }
 
 /** Expects `fn` to reject with an IdemError of `code`; returns it. */
-export async function rejectsWith(fn: () => Promise<unknown>, code: string): Promise<Error & { code: string; details: Record<string, unknown> }> {
+export async function rejectsWith(
+  fn: () => Promise<unknown>,
+  code: string,
+): Promise<Error & { code: string; details: Record<string, unknown> }> {
   try {
     await fn();
   } catch (err) {
     const e = err as Error & { code: string; details: Record<string, unknown> };
-    if (e.code !== code) throw new Error(`expected error code ${code}, got ${String(e.code)}: ${e.message}`, { cause: err });
+    if (e.code !== code)
+      throw new Error(`expected error code ${code}, got ${String(e.code)}: ${e.message}`, { cause: err });
     return e;
   }
   throw new Error(`expected error code ${code}, but it succeeded`);

@@ -1,7 +1,17 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { randomCategory, randomConsumer, randomStream } from '../../support/names.js';
-import { appendN, appendRounds, nextEvents, nextMessage, Reader, readAllEvents, streams, withStore, type MakeStore } from './context.js';
+import {
+  appendN,
+  appendRounds,
+  nextEvents,
+  nextMessage,
+  Reader,
+  readAllEvents,
+  streams,
+  withStore,
+  type MakeStore,
+} from './context.js';
 
 /** Issue 3, items 2 and 3 (delivery): catch-up, caught_up, live, filters, start positions, the seam. */
 export function deliveryTests(makeStore: MakeStore): void {
@@ -23,7 +33,10 @@ export function deliveryTests(makeStore: MakeStore): void {
           const pending = nextEvents(it);
           await store.append(s, [{ type: 'late', data: 1 }]);
           const live = await pending;
-          assert.deepEqual(live.events.map((e) => [e.position, e.type, e.version]), [[6, 'late', 6]]);
+          assert.deepEqual(
+            live.events.map((e) => [e.position, e.type, e.version]),
+            [[6, 'late', 6]],
+          );
         } finally {
           await sub.close();
         }
@@ -32,7 +45,10 @@ export function deliveryTests(makeStore: MakeStore): void {
     it('lets timers and I/O run between the pages of a catch-up (a synchronous store does not hold the event loop)', () =>
       withStore(makeStore, async (store) => {
         const s = randomStream();
-        await store.append(s, Array.from({ length: 50 }, (_, i) => ({ type: 'thing.happened', data: { i } })));
+        await store.append(
+          s,
+          Array.from({ length: 50 }, (_, i) => ({ type: 'thing.happened', data: { i } })),
+        );
         const sub = await store.subscribe(randomConsumer(), { batchSize: 5 });
         let immediateRan = false;
         setImmediate(() => (immediateRan = true));
@@ -59,7 +75,10 @@ export function deliveryTests(makeStore: MakeStore): void {
       withStore(makeStore, async (store) => {
         const sub = await store.subscribe(randomConsumer());
         try {
-          assert.deepEqual(await nextMessage(sub[Symbol.asyncIterator]()), { kind: 'caught_up', position: 0 });
+          assert.deepEqual(await nextMessage(sub[Symbol.asyncIterator]()), {
+            kind: 'caught_up',
+            position: 0,
+          });
         } finally {
           await sub.close();
         }
@@ -73,13 +92,21 @@ export function deliveryTests(makeStore: MakeStore): void {
         const b = `${other}-2`;
         const c = `${other}x-3`;
         for (let i = 0; i < 3; i++) {
-          await store.append(a, [{ type: 'keep', data: i }, { type: 'drop', data: i }]);
+          await store.append(a, [
+            { type: 'keep', data: i },
+            { type: 'drop', data: i },
+          ]);
           await store.append(b, [{ type: 'keep', data: i }]);
           await store.append(c, [{ type: 'keep', data: i }]);
         }
         const byType = new Reader(await store.subscribe(randomConsumer(), { filter: { types: ['keep'] } }));
         const byCat = new Reader(await store.subscribe(randomConsumer(), { filter: { categories: [cat] } }));
-        const byPrefix = new Reader(await store.subscribe(randomConsumer(), { filter: { streamPrefixes: [`${other}x`] }, batchSize: 1 }));
+        const byPrefix = new Reader(
+          await store.subscribe(randomConsumer(), {
+            filter: { streamPrefixes: [`${other}x`] },
+            batchSize: 1,
+          }),
+        );
         try {
           assert.deepEqual(
             (await byType.waitForEvents(9)).map((e) => e.type),
@@ -106,13 +133,19 @@ export function deliveryTests(makeStore: MakeStore): void {
         const after2 = randomConsumer();
         const sub2 = await store.subscribe(after2, { from: 2 });
         const m = await nextEvents(sub2[Symbol.asyncIterator]());
-        assert.deepEqual(m.events.map((e) => e.position), [3, 4]);
+        assert.deepEqual(
+          m.events.map((e) => e.position),
+          [3, 4],
+        );
         await sub2.ack(3);
         await sub2.close();
         const again = await store.subscribe(after2, { from: 'start' });
         try {
           assert.equal(again.startPosition, 3);
-          assert.deepEqual((await nextEvents(again[Symbol.asyncIterator]())).events.map((e) => e.position), [4]);
+          assert.deepEqual(
+            (await nextEvents(again[Symbol.asyncIterator]())).events.map((e) => e.position),
+            [4],
+          );
         } finally {
           await again.close();
         }
@@ -125,13 +158,22 @@ export function deliveryTests(makeStore: MakeStore): void {
         const name = randomConsumer();
         const sub = await store.subscribe(name, { batchSize: 3 });
         const it = sub[Symbol.asyncIterator]();
-        assert.deepEqual((await nextEvents(it)).events.map((e) => e.position), [1, 2, 3]);
+        assert.deepEqual(
+          (await nextEvents(it)).events.map((e) => e.position),
+          [1, 2, 3],
+        );
         await sub.ack(2);
-        assert.deepEqual((await nextEvents(it)).events.map((e) => e.position), [4, 5, 6]);
+        assert.deepEqual(
+          (await nextEvents(it)).events.map((e) => e.position),
+          [4, 5, 6],
+        );
         await sub.close();
         const next = new Reader(await store.subscribe(name));
         try {
-          assert.deepEqual((await next.waitForEvents(4)).map((e) => e.position), [3, 4, 5, 6]);
+          assert.deepEqual(
+            (await next.waitForEvents(4)).map((e) => e.position),
+            [3, 4, 5, 6],
+          );
         } finally {
           await next.stop();
         }
@@ -151,13 +193,20 @@ export function deliveryTests(makeStore: MakeStore): void {
           const all = await readAllEvents(store);
           await reader.waitForEvents(all.length, 30_000);
           assert.equal(reader.error, null);
-          assert.deepEqual(reader.positions, all.map((e) => e.position), 'every committed event once, in position order');
+          assert.deepEqual(
+            reader.positions,
+            all.map((e) => e.position),
+            'every committed event once, in position order',
+          );
           // caught_up may come only after the last batch when the writers kept the reader busy.
           await reader.waitFor(() => reader.messages.some((m) => m.kind === 'caught_up'), 'caught_up');
           assert.equal(reader.messages.filter((m) => m.kind === 'caught_up').length, 1);
           for (const s of names) {
             const versions = reader.events.filter((e) => e.stream === s).map((e) => e.version);
-            assert.deepEqual(versions, Array.from({ length: 110 }, (_, i) => i + 1));
+            assert.deepEqual(
+              versions,
+              Array.from({ length: 110 }, (_, i) => i + 1),
+            );
           }
         } finally {
           await reader.stop();

@@ -14,7 +14,10 @@ export function leaseTests(makeStore: MakeStore): void {
         const name = randomConsumer();
         const sub = await store.subscribe(name, { owner: 'worker-a' });
         try {
-          const err = await rejectsWith(() => other.store.subscribe(name, { owner: 'worker-b' }), 'consumer_busy');
+          const err = await rejectsWith(
+            () => other.store.subscribe(name, { owner: 'worker-b' }),
+            'consumer_busy',
+          );
           assert.match(err.message, /worker-a/);
           assert.equal(err.details.owner, 'worker-a');
           const info = await store.consumers.get(name);
@@ -46,7 +49,10 @@ export function leaseTests(makeStore: MakeStore): void {
           const second = await standby;
           assert.ok(second.epoch > first.epoch);
           assert.equal(second.startPosition, 2);
-          assert.deepEqual((await nextEvents(second[Symbol.asyncIterator]())).events.map((e) => e.position), [3]);
+          assert.deepEqual(
+            (await nextEvents(second[Symbol.asyncIterator]())).events.map((e) => e.position),
+            [3],
+          );
           await second.close();
         } finally {
           await first.close();
@@ -68,7 +74,11 @@ export function leaseTests(makeStore: MakeStore): void {
           }
           const it = stale[Symbol.asyncIterator]();
           await nextEvents(it);
-          const fresh = await other.store.subscribe(name, { standby: true, owner: 'fresh', leaseTtlMs: 2000 });
+          const fresh = await other.store.subscribe(name, {
+            standby: true,
+            owner: 'fresh',
+            leaseTtlMs: 2000,
+          });
           try {
             assert.equal(fresh.epoch, stale.epoch + 1);
             const fenced = await rejectsWith(() => stale.ack(4), 'fenced');
@@ -102,7 +112,9 @@ export function leaseTests(makeStore: MakeStore): void {
           try {
             // The stale owner (no heartbeat) may still see the next event; its ack is fenced.
             await appendN(other.store, randomStream(), 1);
-            await until(() => reader.error !== null || reader.events.length > 0, { message: 'stale owner stopped' });
+            await until(() => reader.error !== null || reader.events.length > 0, {
+              message: 'stale owner stopped',
+            });
             await reader.done;
             assert.equal((reader.error as { code?: string } | null)?.code, 'fenced');
           } finally {
@@ -119,11 +131,16 @@ export function leaseTests(makeStore: MakeStore): void {
         const name = `billing_${randomStream('x').slice(2)}_v2`;
         const sub = await store.subscribe(name, { filter: { types: ['invoice.issued'] } });
         await sub.close();
-        const err = await rejectsWith(() => store.subscribe(name, { filter: { types: ['invoice.paid'] } }), 'consumer_identity_conflict');
+        const err = await rejectsWith(
+          () => store.subscribe(name, { filter: { types: ['invoice.paid'] } }),
+          'consumer_identity_conflict',
+        );
         assert.match(err.message, /_v3"/);
         assert.deepEqual(err.details.existingFilter, { types: ['invoice.issued'] });
         // The same filter in another order is the same identity.
-        const again = await store.subscribe(name, { filter: { types: ['invoice.issued', 'invoice.issued'] } });
+        const again = await store.subscribe(name, {
+          filter: { types: ['invoice.issued', 'invoice.issued'] },
+        });
         await again.close();
       }));
 
@@ -144,7 +161,13 @@ export function leaseTests(makeStore: MakeStore): void {
         assert.equal(info.owner, null);
         assert.equal(info.lastError?.message, 'boom');
         assert.match(info.lastError?.stack ?? '', /boom/);
-        assert.deepEqual(info.failedEvent, { id: bad.id, stream: s, version: 2, position: 2, type: bad.type });
+        assert.deepEqual(info.failedEvent, {
+          id: bad.id,
+          stream: s,
+          version: 2,
+          position: 2,
+          type: bad.type,
+        });
         const next = await store.subscribe(name);
         try {
           assert.equal(next.startPosition, 1);

@@ -48,11 +48,14 @@ export function parkingTests(makeStore: MakeStore): void {
           assert.equal(info.position, 6, 'the cursor moved past the parked events');
           assert.equal(info.parked, 3);
           const letters = await store.deadLetters.list(name);
-          assert.deepEqual(letters.map((l) => [l.event.position, l.status, l.behind]), [
-            [1, 'parked', null],
-            [3, 'parked', first.id],
-            [5, 'parked', first.id],
-          ]);
+          assert.deepEqual(
+            letters.map((l) => [l.event.position, l.status, l.behind]),
+            [
+              [1, 'parked', null],
+              [3, 'parked', first.id],
+              [5, 'parked', first.id],
+            ],
+          );
           const head = letters[0]!;
           assert.equal(head.reason, 'handler failed after 3 attempts');
           assert.equal(head.attempts, 3);
@@ -80,9 +83,19 @@ export function parkingTests(makeStore: MakeStore): void {
           await reader.waitFor(() => reader.messages.some((m) => m.kind === 'caught_up'), 'caught_up');
           await reader.sub.ack(6);
           assert.equal(await store.deadLetters.retry(name, { stream: a }), 3);
-          assert.deepEqual((await store.deadLetters.list(name)).map((l) => l.status), ['retrying', 'retrying', 'retrying']);
+          assert.deepEqual(
+            (await store.deadLetters.list(name)).map((l) => l.status),
+            ['retrying', 'retrying', 'retrying'],
+          );
           await reader.waitFor(() => redelivered(reader).length === 3, 'three redelivered events');
-          assert.deepEqual(redelivered(reader).map((e) => [e.stream, e.version]), [[a, 1], [a, 2], [a, 3]]);
+          assert.deepEqual(
+            redelivered(reader).map((e) => [e.stream, e.version]),
+            [
+              [a, 1],
+              [a, 2],
+              [a, 3],
+            ],
+          );
           // Resolving: an ack at or below the cursor resolves the redelivered entries.
           await reader.sub.ack(5);
           assert.deepEqual(await store.deadLetters.list(name), []);
@@ -91,7 +104,10 @@ export function parkingTests(makeStore: MakeStore): void {
             ['resolved', 'resolved', 'resolved'],
           );
           await store.append(a, [{ type: 'step', data: { i: 4 } }]);
-          await reader.waitFor(() => reader.events.some((e) => e.stream === a && e.version === 4), 'a-4 delivered live');
+          await reader.waitFor(
+            () => reader.events.some((e) => e.stream === a && e.version === 4),
+            'a-4 delivered live',
+          );
           const last = reader.messages[reader.messages.length - 1]!;
           assert.ok(last.kind === 'events' && !last.redelivery);
         } finally {
@@ -114,14 +130,26 @@ export function parkingTests(makeStore: MakeStore): void {
           await store.deadLetters.retry(name, { stream: a });
           const first = await nextEvents(it);
           assert.equal(first.redelivery, true);
-          assert.deepEqual(first.events.map((e) => e.version), [1]);
+          assert.deepEqual(
+            first.events.map((e) => e.version),
+            [1],
+          );
           // While version 1 is being retried, version 2 commits: it must wait for it.
           await store.append(a, [{ type: 'step', data: 2 }]);
           const second = await nextEvents(it);
           assert.equal(second.redelivery, true);
-          assert.deepEqual(second.events.map((e) => e.version), [2]);
+          assert.deepEqual(
+            second.events.map((e) => e.version),
+            [2],
+          );
           const letters = await store.deadLetters.list(name);
-          assert.deepEqual(letters.map((l) => [l.event.version, l.status]), [[1, 'retrying'], [2, 'retrying']]);
+          assert.deepEqual(
+            letters.map((l) => [l.event.version, l.status]),
+            [
+              [1, 'retrying'],
+              [2, 'retrying'],
+            ],
+          );
           await sub.ack(2);
           assert.deepEqual(await store.deadLetters.list(name), []);
           assert.equal((await store.consumers.get(name)).position, 2);
@@ -147,15 +175,26 @@ export function parkingTests(makeStore: MakeStore): void {
           await reader.sub.ack(1);
           await reader.sub.park(3, { reason: 'second', attempts: 2 });
           const letters = await store.deadLetters.list(name);
-          assert.deepEqual(letters.map((l) => [l.event.version, l.status, l.reason]), [
-            [2, 'parked', 'second'],
-            [3, 'parked', letters[1]!.reason],
-          ]);
+          assert.deepEqual(
+            letters.map((l) => [l.event.version, l.status, l.reason]),
+            [
+              [2, 'parked', 'second'],
+              [3, 'parked', letters[1]!.reason],
+            ],
+          );
           assert.equal(letters[1]!.behind, letters[0]!.event.id);
           assert.equal(letters[0]!.attempts, 2);
           assert.deepEqual(
-            (await store.deadLetters.list(name, { all: true })).map((l) => [l.event.stream, l.event.version, l.status]),
-            [[a, 1, 'resolved'], [a, 2, 'parked'], [a, 3, 'parked']],
+            (await store.deadLetters.list(name, { all: true })).map((l) => [
+              l.event.stream,
+              l.event.version,
+              l.status,
+            ]),
+            [
+              [a, 1, 'resolved'],
+              [a, 2, 'parked'],
+              [a, 3, 'parked'],
+            ],
           );
         } finally {
           await reader.stop();
@@ -176,10 +215,15 @@ export function parkingTests(makeStore: MakeStore): void {
           assert.equal(await store.deadLetters.skip(name, { stream: a }, { by: 'ops@example' }), 3);
           assert.deepEqual(await store.deadLetters.list(name), []);
           const all = await store.deadLetters.list(name, { all: true });
-          assert.ok(all.every((l) => l.status === 'skipped' && l.skippedBy === 'ops@example' && l.skippedAt !== null));
+          assert.ok(
+            all.every((l) => l.status === 'skipped' && l.skippedBy === 'ops@example' && l.skippedAt !== null),
+          );
           assert.equal((await store.consumers.get(name)).parked, 0);
           await store.append(a, [{ type: 'step', data: { i: 4 } }]);
-          await reader.waitFor(() => reader.events.some((e) => e.stream === a && e.version === 4), 'a-4 delivered');
+          await reader.waitFor(
+            () => reader.events.some((e) => e.stream === a && e.version === 4),
+            'a-4 delivered',
+          );
           assert.ok(!reader.messages.some((m) => m.kind === 'events' && m.redelivery));
         } finally {
           await reader.stop();
@@ -198,11 +242,14 @@ export function parkingTests(makeStore: MakeStore): void {
         try {
           await next.waitFor(() => next.messages.some((m) => m.kind === 'caught_up'), 'caught_up');
           assert.deepEqual(next.positions, [2, 4, 6]);
-          assert.deepEqual((await store.deadLetters.list(name)).map((l) => [l.event.stream, l.event.version]), [
-            [a, 1],
-            [a, 2],
-            [a, 3],
-          ]);
+          assert.deepEqual(
+            (await store.deadLetters.list(name)).map((l) => [l.event.stream, l.event.version]),
+            [
+              [a, 1],
+              [a, 2],
+              [a, 3],
+            ],
+          );
           assert.equal((await store.consumers.get(name)).position, 6);
         } finally {
           await next.stop();
@@ -216,8 +263,14 @@ export function parkingTests(makeStore: MakeStore): void {
         const sub = await store.subscribe(name, { batchSize: 1 });
         try {
           await nextEvents(sub[Symbol.asyncIterator]());
-          assert.equal((await rejectsWith(() => sub.park(2, { reason: 'x' }), 'invalid_input')).details.field, 'position');
-          assert.equal((await rejectsWith(() => sub.park(1, {} as never), 'invalid_input')).details.field, 'info.reason');
+          assert.equal(
+            (await rejectsWith(() => sub.park(2, { reason: 'x' }), 'invalid_input')).details.field,
+            'position',
+          );
+          assert.equal(
+            (await rejectsWith(() => sub.park(1, {} as never), 'invalid_input')).details.field,
+            'info.reason',
+          );
           await rejectsWith(() => sub.park(1, { reason: 'x', attempts: 0 }), 'invalid_input');
           await rejectsWith(() => store.deadLetters.retry(name, {} as never), 'invalid_input');
           await rejectsWith(() => store.deadLetters.skip(name, { stream: 'a', id: 'b' }), 'invalid_input');
