@@ -16,6 +16,7 @@ import { registerBench } from './bench.js';
 import { registerDemo } from './demo.js';
 import { registerEffects } from './effects.js';
 import { registerRebuild } from './rebuild.js';
+import { registerRelay } from './relay.js';
 
 export interface MainOptions {
   io?: Io;
@@ -65,6 +66,7 @@ export function buildProgram(ctx: CliContext): Command {
   registerEffects(program, ctx);
   registerDlq(program, ctx);
   registerServe(program, ctx);
+  registerRelay(program, ctx);
   registerVerify(program, ctx);
   registerBench(program, ctx);
   registerDemo(program, ctx);
