@@ -15,6 +15,7 @@ const ROOT = resolve(fileURLToPath(new URL('..', import.meta.url)));
 export const SCRIPTS = {
   consumer: fileURLToPath(new URL('./children/consumerChild.ts', import.meta.url)),
   server: fileURLToPath(new URL('./children/serverChild.ts', import.meta.url)),
+  relay: fileURLToPath(new URL('./children/relayChild.ts', import.meta.url)),
 } as const;
 export type ScriptName = keyof typeof SCRIPTS;
 

@@ -39,13 +39,16 @@ export async function runFaults(options: RunOptions): Promise<ScenarioResult[]> 
       outOfOrder: 0,
       notes: [],
     };
-    if (scenario.postgres) {
-      const skip = await requireOrSkip('postgres');
-      if (skip) {
-        results.push({ ...base, skipped: skip, durationMs: 0 });
-        log(`${scenario.name}: skipped (${skip})`);
-        continue;
-      }
+    const needs = [
+      ...(scenario.postgres ? ['postgres' as const] : []),
+      ...(scenario.nats ? ['nats' as const] : []),
+    ];
+    let skip: string | false = false;
+    for (const service of needs) skip ||= await requireOrSkip(service);
+    if (skip) {
+      results.push({ ...base, skipped: skip, durationMs: 0 });
+      log(`${scenario.name}: skipped (${skip})`);
+      continue;
     }
     const dir = mkdtempSync(join(tmpdir(), `idem-faults-${scenario.name}-`));
     log(`${scenario.name}: running`);

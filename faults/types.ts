@@ -51,6 +51,8 @@ export interface Scenario {
   proves: string;
   /** Needs PostgreSQL: skipped with a reason when it is unreachable (unless IDEM_REQUIRE_SERVICES=1). */
   postgres?: boolean;
+  /** Needs NATS JetStream: skipped with a reason when it is unreachable (unless IDEM_REQUIRE_SERVICES=1). */
+  nats?: boolean;
   run(ctx: ScenarioContext): Promise<ScenarioBody>;
 }
 

@@ -5,6 +5,7 @@ import { loadScenario } from './load.js';
 import { networkCutsScenario } from './networkCuts.js';
 import { poisonScenario } from './poison.js';
 import { postgresTerminateScenario } from './postgresTerminate.js';
+import { relaySigkillScenario } from './relaySigkill.js';
 import { serverKillScenario } from './serverKill.js';
 import { splitBrainScenario } from './splitBrain.js';
 import { sqliteDiskFullScenario } from './sqliteDiskFull.js';
@@ -26,4 +27,6 @@ export const SCENARIOS: readonly Scenario[] = [
   loadScenario('sqlite'),
   loadScenario('postgres'),
   badInputScenario,
+  relaySigkillScenario('sqlite'),
+  relaySigkillScenario('postgres'),
 ];
