@@ -17,6 +17,7 @@ import { registerDemo } from './demo.js';
 import { registerEffects } from './effects.js';
 import { registerRebuild } from './rebuild.js';
 import { registerRelay } from './relay.js';
+import { registerBackup } from './backup.js';
 
 export interface MainOptions {
   io?: Io;
@@ -67,6 +68,7 @@ export function buildProgram(ctx: CliContext): Command {
   registerDlq(program, ctx);
   registerServe(program, ctx);
   registerRelay(program, ctx);
+  registerBackup(program, ctx);
   registerVerify(program, ctx);
   registerBench(program, ctx);
   registerDemo(program, ctx);

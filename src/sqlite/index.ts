@@ -2,3 +2,5 @@
 export { openSqliteStore, SqliteEventStore } from './sqliteStore.js';
 export type { Durability, SqliteStoreOptions } from './sqliteStore.js';
 export { sqliteTarget, SqliteTarget, type SqliteTargetOptions } from './target.js';
+export { backupSqliteStore, restoreSqliteStore } from './backup.js';
+export type { BackupOptions, BackupProgress, BackupResult } from './backup.js';
