@@ -29,7 +29,7 @@ async function call(url: string, method: string, path: string, body?: unknown): 
 }
 
 const appendPath = (stream: string): string => `/v1/streams/${encodeURIComponent(stream)}/events`;
-const details = (m: { error?: unknown }): Record<string, unknown> =>
+const details = (m: Record<string, unknown>): Record<string, unknown> =>
   (m.error as { details: Record<string, unknown> }).details;
 const isType = (type: string) => (m: Msg) => m.type === type;
 
