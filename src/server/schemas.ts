@@ -63,7 +63,11 @@ export const selectorBodySchema = z.union(
  * Required on every request answered by `ok` or `error`, so each reply names its request and an `error`
  * with `sub` but no `req` can only mean that the subscription ended.
  */
-const requestId = z.union([z.string().max(100), z.number()]);
+const requestIdRule = 'must be a string of at most 100 characters or a number';
+const requestId = z.union([z.string().max(100), z.number()], {
+  error: `${requestIdRule} (required on this request)`,
+});
+const pingId = z.union([z.string().max(100), z.number()], { error: requestIdRule });
 const subId = shortText(64);
 /** Checked in full by the subscription engine, which names the field (`leaseTtlMs`, `info.reason`, ...). */
 const engineChecked = z.unknown().optional();
@@ -101,7 +105,7 @@ export const clientMessageSchema = z.discriminatedUnion(
     }),
     z.strictObject({ type: z.literal('fail'), sub: subId, info: engineChecked, req: requestId }),
     z.strictObject({ type: z.literal('unsubscribe'), sub: subId, req: requestId }),
-    z.strictObject({ type: z.literal('ping'), req: requestId.optional() }),
+    z.strictObject({ type: z.literal('ping'), req: pingId.optional() }),
   ],
   { error: 'must be one of subscribe, more, ack, park, fail, unsubscribe, ping' },
 );
