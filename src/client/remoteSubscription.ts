@@ -18,6 +18,8 @@ import type { ClientMessage, ServerMessage, SubscribeRequest } from '../server/p
 import { errorFromWire } from './errorFromWire.js';
 
 type Pending = { resolve: () => void; reject: (err: Error) => void };
+/** A request as built here; `request` adds its `req`. */
+type WithoutReq<T> = T extends unknown ? Omit<T, 'req'> : never;
 
 const SUB = 's1';
 
@@ -247,7 +249,7 @@ export class RemoteSubscription implements Subscription {
     this.socket.send(JSON.stringify({ type: 'more', sub: SUB, messages: 1 } satisfies ClientMessage));
   }
 
-  private request(msg: ClientMessage): Promise<void> {
+  private request(msg: WithoutReq<ClientMessage>): Promise<void> {
     if (this.closing && msg.type !== 'unsubscribe') return Promise.reject(new ClosedError('subscription'));
     if (this.ended || this.socket.readyState !== WebSocket.OPEN) {
       return Promise.reject(this.endError ?? new ClosedError('subscription'));

@@ -29,7 +29,11 @@ export interface ServerOptions {
   closeStore?: boolean;
   /** How often the server sends a heartbeat (and a ping) on each WebSocket. @default 3000 */
   heartbeatMs?: number;
-  /** A WebSocket silent this long is closed and its leases released. @default 10000 */
+  /**
+   * A WebSocket from which no frame (message, ping or pong) arrives for this long is closed then, and
+   * its leases released. Keep it several `heartbeatMs`: clients keep their connection by answering
+   * the pings sent every `heartbeatMs`. @default 10000
+   */
   silenceMs?: number;
   /**
    * More prom-client registries to include on /metrics, e.g. the one given to consumers running in this

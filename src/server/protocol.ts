@@ -7,7 +7,10 @@ import type { RecordedEvent } from '../core/event.js';
 import type { EventFilter } from '../core/filter.js';
 import type { FailureInfo, ParkInfo, StartFrom } from '../core/subscription.js';
 
-/** A request id chosen by the client; the server echoes it in the `ok` or `error` reply. */
+/**
+ * A request id chosen by the client; the server echoes it in the `ok` or `error` reply. Required on
+ * every request so answered (all but `more` and `ping`).
+ */
 export type RequestId = string | number;
 
 export interface WireError {
@@ -35,7 +38,7 @@ export interface SubscribeRequest {
    * for more with `more`. Omitted: no message limit (delivery is still bounded by `maxInFlight`).
    */
   credit?: number;
-  req?: RequestId;
+  req: RequestId;
 }
 
 /** Pull mode: allows the server to send `messages` more messages for the subscription. */
@@ -49,7 +52,7 @@ export interface AckRequest {
   type: 'ack';
   sub: string;
   position: number;
-  req?: RequestId;
+  req: RequestId;
 }
 
 export interface ParkRequest {
@@ -57,20 +60,20 @@ export interface ParkRequest {
   sub: string;
   position: number;
   info: ParkInfo;
-  req?: RequestId;
+  req: RequestId;
 }
 
 export interface FailRequest {
   type: 'fail';
   sub: string;
   info: FailureInfo;
-  req?: RequestId;
+  req: RequestId;
 }
 
 export interface UnsubscribeRequest {
   type: 'unsubscribe';
   sub: string;
-  req?: RequestId;
+  req: RequestId;
 }
 
 export interface PingRequest {
@@ -88,7 +91,7 @@ export interface HelloMessage {
   protocol: 1;
   /** The server sends a heartbeat this often; a client may treat a longer silence (say 3x) as a dead connection. */
   heartbeatMs: number;
-  /** A connection from which nothing (message or pong) arrives for this long is closed, releasing its leases. */
+  /** A connection from which no frame (message, ping or pong) arrives for this long is closed then, releasing its leases. */
   silenceMs: number;
   maxSubscriptions: number;
 }
@@ -100,7 +103,7 @@ export interface SubscribedMessage {
   epoch: number;
   /** The consumer's acknowledged position when this subscription took ownership. */
   position: number;
-  req?: RequestId;
+  req: RequestId;
 }
 
 export interface EventsMessage {
@@ -118,12 +121,18 @@ export interface CaughtUpMessage {
   position: number;
 }
 
+/** The success reply to a request; `sub` when the request named one. */
 export interface OkMessage {
   type: 'ok';
-  req?: RequestId;
+  req: RequestId;
   sub?: string;
 }
 
+/**
+ * With `req`: the reply to that request (and `sub` when the request named one). With `sub` and no
+ * `req`: the subscription ended with this error (`closed` follows). With neither: a frame the server
+ * could not read as a request, which changed nothing.
+ */
 export interface ErrorMessage {
   type: 'error';
   req?: RequestId;

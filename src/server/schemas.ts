@@ -59,7 +59,15 @@ export const selectorBodySchema = z.union(
   { error: 'must be { "stream": "..." } or { "id": "..." }' },
 );
 
-const requestId = z.union([z.string().max(100), z.number()]);
+/**
+ * Required on every request answered by `ok` or `error`, so each reply names its request and an `error`
+ * with `sub` but no `req` can only mean that the subscription ended.
+ */
+const requestIdRule = 'must be a string of at most 100 characters or a number';
+const requestId = z.union([z.string().max(100), z.number()], {
+  error: `${requestIdRule} (required on this request)`,
+});
+const pingId = z.union([z.string().max(100), z.number()], { error: requestIdRule });
 const subId = shortText(64);
 /** Checked in full by the subscription engine, which names the field (`leaseTtlMs`, `info.reason`, ...). */
 const engineChecked = z.unknown().optional();
@@ -79,25 +87,25 @@ export const clientMessageSchema = z.discriminatedUnion(
       leaseTtlMs: engineChecked,
       owner: engineChecked,
       credit: nonNegInt.optional(),
-      req: requestId.optional(),
+      req: requestId,
     }),
     z.strictObject({ type: z.literal('more'), sub: subId, messages: posInt.max(1_000_000) }),
     z.strictObject({
       type: z.literal('ack'),
       sub: subId,
       position: engineChecked,
-      req: requestId.optional(),
+      req: requestId,
     }),
     z.strictObject({
       type: z.literal('park'),
       sub: subId,
       position: engineChecked,
       info: engineChecked,
-      req: requestId.optional(),
+      req: requestId,
     }),
-    z.strictObject({ type: z.literal('fail'), sub: subId, info: engineChecked, req: requestId.optional() }),
-    z.strictObject({ type: z.literal('unsubscribe'), sub: subId, req: requestId.optional() }),
-    z.strictObject({ type: z.literal('ping'), req: requestId.optional() }),
+    z.strictObject({ type: z.literal('fail'), sub: subId, info: engineChecked, req: requestId }),
+    z.strictObject({ type: z.literal('unsubscribe'), sub: subId, req: requestId }),
+    z.strictObject({ type: z.literal('ping'), req: pingId.optional() }),
   ],
   { error: 'must be one of subscribe, more, ack, park, fail, unsubscribe, ping' },
 );

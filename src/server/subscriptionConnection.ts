@@ -1,13 +1,15 @@
 /**
  * One WebSocket connection on `/v1/subscribe`: it holds up to `maxSubscriptions` store subscriptions,
  * forwards their batches with back-pressure, and relays acks, parks and failures. Closing the socket
- * closes its subscriptions (releasing their leases at once); a silent socket is closed after `silenceMs`.
+ * closes its subscriptions (releasing their leases at once); a socket from which no frame arrives for
+ * `silenceMs` is closed at that moment.
  */
 import type { WebSocket, RawData } from 'ws';
 import { IdemError, InvalidInputError } from '../core/errors.js';
 import type { EventStore } from '../core/eventStore.js';
 import { normalizeFilter } from '../core/filter.js';
 import type { SubscribeOptions, Subscription } from '../core/subscription.js';
+import { validateFailureInfo } from '../subscriptions/parkInfo.js';
 import { requireFilterWithin, requireScope } from './access.js';
 import { toIdemError, wireError } from './httpErrors.js';
 import { nestsDeeperThan } from './jsonDepth.js';
@@ -49,8 +51,10 @@ interface ActiveSub {
 
 export class SubscriptionConnection {
   private readonly subs = new Map<string, ActiveSub>();
+  /** When the last frame (message, ping or pong) arrived from the client. */
   private lastSeen = Date.now();
   private readonly timer: NodeJS.Timeout;
+  private silenceTimer: NodeJS.Timeout;
   /** The socket is gone: nothing more is sent. */
   private closed = false;
   private stopping: Promise<void> | null = null;
@@ -67,10 +71,12 @@ export class SubscriptionConnection {
     ctx.metrics.wsConnections.inc();
     socket.on('message', (data, isBinary) => this.onMessage(data, isBinary));
     socket.on('pong', () => (this.lastSeen = Date.now()));
+    socket.on('ping', () => (this.lastSeen = Date.now()));
     socket.on('close', () => void this.onSocketClosed());
     socket.on('error', () => socket.terminate());
     this.timer = setInterval(() => this.beat(), ctx.heartbeatMs);
     this.timer.unref();
+    this.silenceTimer = this.armSilenceTimer(ctx.silenceMs);
     this.send({
       type: 'hello',
       protocol: PROTOCOL_VERSION,
@@ -92,13 +98,28 @@ export class SubscriptionConnection {
 
   private beat(): void {
     if (this.closed) return;
-    if (Date.now() - this.lastSeen > this.ctx.silenceMs) {
-      // Silent peer (half-open connection): drop it, which closes its subscriptions and frees their leases.
-      this.socket.terminate();
-      return;
-    }
     this.socket.ping();
     this.send({ type: 'heartbeat', time: new Date().toISOString() });
+  }
+
+  /**
+   * Fires `silenceMs` after the last frame from the client, not on the next heartbeat, so a silent
+   * peer (a half-open connection, a client that stopped reading) loses its leases exactly then.
+   * Frames only move `lastSeen`; the timer re-arms itself for the time that remains.
+   */
+  private armSilenceTimer(delayMs: number): NodeJS.Timeout {
+    const timer = setTimeout(() => {
+      if (this.closed) return;
+      const left = this.lastSeen + this.ctx.silenceMs - Date.now();
+      if (left > 0) {
+        this.silenceTimer = this.armSilenceTimer(left);
+        return;
+      }
+      // Dropping the socket closes its subscriptions and frees their leases.
+      this.socket.terminate();
+    }, delayMs);
+    timer.unref();
+    return timer;
   }
 
   private onMessage(data: RawData, isBinary: boolean): void {
@@ -147,9 +168,14 @@ export class SubscriptionConnection {
         this.onSub(msg.sub, msg.req, (s) => s.park(msg.position, msg.info));
         return;
       case 'fail':
-        this.onSub(msg.sub, msg.req, (s, a) => {
+        this.onSub(msg.sub, msg.req, async (s, a) => {
+          // Checked first: a refused fail leaves the subscription running, so it must not mark its end.
+          validateFailureInfo(msg.info);
           a.endReason = 'failed';
-          return s.fail(msg.info);
+          await s.fail(msg.info);
+          // `closed` goes out before the `ok`, as for `unsubscribe`.
+          this.wake(a);
+          await a.pump;
         });
         return;
       case 'unsubscribe': {
@@ -226,15 +252,14 @@ export class SubscriptionConnection {
         return;
       }
       a.subscription = s;
-      const reply: ServerMessage = {
+      this.send({
         type: 'subscribed',
         sub: a.id,
         consumer: s.consumer,
         epoch: s.epoch,
         position: s.startPosition,
-      };
-      if (msg.req !== undefined) reply.req = msg.req;
-      this.send(reply);
+        req: msg.req,
+      });
       a.pump = this.pump(a, s);
     })();
   }
@@ -284,11 +309,7 @@ export class SubscriptionConnection {
   }
 
   /** Runs `op` on an established subscription after the operations queued before it, then replies. */
-  private onSub(
-    sub: string,
-    req: RequestId | undefined,
-    op: (s: Subscription, a: ActiveSub) => Promise<void>,
-  ): void {
+  private onSub(sub: string, req: RequestId, op: (s: Subscription, a: ActiveSub) => Promise<void>): void {
     const a = this.subs.get(sub);
     if (!a) {
       this.sendError(new InvalidInputError('sub', `no subscription "${sub}" on this connection`), req, sub);
@@ -329,6 +350,7 @@ export class SubscriptionConnection {
     if (this.closed) return this.done;
     this.closed = true;
     clearInterval(this.timer);
+    clearTimeout(this.silenceTimer);
     this.ctx.metrics.wsConnections.dec();
     // The peer is gone: release every lease now rather than after the TTL.
     await Promise.all(
@@ -347,11 +369,8 @@ export class SubscriptionConnection {
     this.resolveDone();
   }
 
-  private reply(req: RequestId | undefined, sub: string | undefined): void {
-    const msg: ServerMessage = { type: 'ok' };
-    if (req !== undefined) msg.req = req;
-    if (sub !== undefined) msg.sub = sub;
-    this.send(msg);
+  private reply(req: RequestId, sub: string): void {
+    this.send({ type: 'ok', req, sub });
   }
 
   private sendError(err: unknown, req: RequestId | undefined, sub: string | undefined): void {

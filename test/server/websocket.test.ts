@@ -151,6 +151,155 @@ describe('WebSocket /v1/subscribe', () => {
       }
     }));
 
+  it('the silence timer runs from the last frame received, not from the heartbeat: dropped with no heartbeat due', () =>
+    // A heartbeat (and ping) every ten minutes: the old per-heartbeat check would not run in this test.
+    withServer({ heartbeatMs: 600_000, silenceMs: 300 }, async ({ url, store }) => {
+      const name = randomConsumer();
+      const silent = await WsPeer.open(url);
+      silent.send({ type: 'subscribe', sub: 's', consumer: name, leaseTtlMs: 600_000, req: 1 });
+      await silent.waitFor(isType('subscribed'), 'subscribed');
+      await until(() => silent.closeCode !== null, { message: 'the server to drop the silent socket' });
+      assert.equal(silent.messages.filter(isType('heartbeat')).length, 0, 'dropped before any heartbeat');
+      await until(async () => (await store.consumers.get(name)).owner === null, {
+        message: 'the lease released',
+      });
+    }));
+
+  it('any frame from the client resets the silence timer: its own WebSocket pings keep the connection and the lease', () =>
+    withServer({ heartbeatMs: 600_000, silenceMs: 200 }, async ({ url, store }) => {
+      const name = randomConsumer();
+      const peer = await WsPeer.open(url);
+      let pongs = 0;
+      peer.socket.on('pong', () => pongs++);
+      const pinger = setInterval(() => peer.socket.ping(), 50);
+      try {
+        peer.send({ type: 'subscribe', sub: 's', consumer: name, leaseTtlMs: 300, req: 1 });
+        const subscribed = await peer.waitFor(isType('subscribed'), 'subscribed');
+        // Twenty pongs at one ping per 50 ms span several silenceMs and several lease TTLs.
+        await until(() => pongs >= 20, { message: 'twenty pongs' });
+        assert.equal(peer.closeCode, null, 'the connection is still open');
+        const info = await store.consumers.get(name);
+        // Owned, nothing to process: `idle` (a live lease), under the same epoch.
+        assert.deepEqual([info.status, info.epoch], ['idle', subscribed.epoch], 'the lease was renewed');
+        peer.send({ type: 'ack', sub: 's', position: 0, req: 2 });
+        assert.equal((await peer.reply(2)).type, 'ok');
+      } finally {
+        clearInterval(pinger);
+        await peer.close();
+      }
+    }));
+
+  it('a client that only answers the server pings keeps its lease across many TTLs and silenceMs', () =>
+    withServer({ heartbeatMs: 50, silenceMs: 400 }, async ({ url, store }) => {
+      const name = randomConsumer();
+      const peer = await WsPeer.open(url);
+      const rival = await WsPeer.open(url);
+      try {
+        peer.send({ type: 'subscribe', sub: 's', consumer: name, leaseTtlMs: 300, req: 1 });
+        const subscribed = await peer.waitFor(isType('subscribed'), 'subscribed');
+        await until(() => peer.messages.filter(isType('heartbeat')).length >= 20, {
+          message: 'twenty heartbeats',
+        });
+        rival.send({ type: 'subscribe', sub: 's', consumer: name, req: 1 });
+        assert.equal(errorCode(await rival.reply(1)), 'consumer_busy');
+        assert.equal((await store.consumers.get(name)).epoch, subscribed.epoch);
+        assert.equal(peer.closeCode, null);
+      } finally {
+        await peer.close();
+        await rival.close();
+      }
+    }));
+
+  it('every reply names its request; a request without req is refused and changes nothing', () =>
+    withServer({}, async ({ url, store }) => {
+      const cat = randomCategory();
+      const name = randomConsumer();
+      await appendMany(store, `${cat}-1`, 3);
+      const peer = await WsPeer.open(url);
+      try {
+        peer.send({
+          type: 'subscribe',
+          sub: 's',
+          consumer: name,
+          filter: { categories: [cat] },
+          req: 'sub-1',
+        });
+        await peer.waitFor(isType('caught_up', 's'), 'caught_up');
+        for (const request of [
+          { type: 'ack', sub: 's', position: 3 },
+          { type: 'ack', sub: 's', position: 99 },
+          { type: 'park', sub: 's', position: 1, info: { reason: 'x' } },
+          { type: 'fail', sub: 's', info: { error: { message: 'x' } } },
+          { type: 'unsubscribe', sub: 's' },
+          { type: 'subscribe', sub: 't', consumer: randomConsumer() },
+        ]) {
+          const before = peer.messages.length;
+          peer.send(request);
+          const refused = await peer.waitFor(isType('error'), `the refusal of ${request.type}`, before);
+          assert.equal(errorCode(refused), 'invalid_input');
+          assert.equal((refused.error as { details: { field: string } }).details.field, 'req');
+          assert.ok(!('req' in refused) && !('sub' in refused), JSON.stringify(refused));
+        }
+        assert.equal((await store.consumers.get(name)).position, 0, 'nothing was acknowledged');
+        // A failed request with req: an error with that req (and sub); the subscription carries on.
+        peer.send({ type: 'ack', sub: 's', position: 99, req: 2 });
+        const tooFar = await peer.reply(2);
+        assert.deepEqual([tooFar.type, tooFar.sub, errorCode(tooFar)], ['error', 's', 'invalid_input']);
+        peer.send({ type: 'ack', sub: 's', position: 3, req: 3 });
+        assert.deepEqual(await peer.reply(3), { type: 'ok', req: 3, sub: 's' });
+        await appendMany(store, `${cat}-2`, 1);
+        await until(() => peer.events('s').length === 4, { message: 'delivery goes on' });
+        assert.equal(peer.messages.filter(isType('closed')).length, 0);
+        assert.equal(
+          peer.messages.filter((m) => m.type === 'error' && m.sub !== undefined && m.req === undefined)
+            .length,
+          0,
+          'no error with sub and without req: the subscription did not end',
+        );
+      } finally {
+        await peer.close();
+      }
+    }));
+
+  it('unsubscribe and fail both answer closed, then ok; a refused fail leaves the subscription running', () =>
+    withServer({}, async ({ url, store }) => {
+      const cat = randomCategory();
+      const [leaving, failing] = [randomConsumer(), randomConsumer()];
+      await appendMany(store, `${cat}-1`, 2);
+      const peer = await WsPeer.open(url);
+      try {
+        peer.send({ type: 'subscribe', sub: 'u', consumer: leaving, filter: { categories: [cat] }, req: 1 });
+        peer.send({ type: 'subscribe', sub: 'f', consumer: failing, filter: { categories: [cat] }, req: 2 });
+        await peer.waitFor(isType('caught_up', 'u'), 'u caught up');
+        await peer.waitFor(isType('caught_up', 'f'), 'f caught up');
+        const order = (sub: string, req: number): string[] =>
+          peer.messages
+            .filter((m) => m.sub === sub && (isType('closed')(m) || m.req === req))
+            .map((m) => `${m.type}${m.type === 'closed' ? `:${String(m.reason)}` : ''}`);
+
+        peer.send({ type: 'unsubscribe', sub: 'u', req: 3 });
+        await peer.reply(3);
+        assert.deepEqual(order('u', 3), ['closed:unsubscribed', 'ok']);
+        assert.equal((await store.consumers.get(leaving)).status, 'stopped');
+
+        peer.send({ type: 'fail', sub: 'f', info: { error: 'not an object' }, req: 4 });
+        assert.equal(errorCode(await peer.reply(4)), 'invalid_input');
+        await appendMany(store, `${cat}-2`, 1);
+        await until(() => peer.events('f').length === 3, {
+          message: 'f still delivers after a refused fail',
+        });
+        assert.deepEqual(order('f', 4), ['error']);
+
+        peer.send({ type: 'fail', sub: 'f', info: { error: { message: 'boom' } }, req: 5 });
+        await peer.reply(5);
+        assert.deepEqual(order('f', 5), ['closed:failed', 'ok']);
+        const info = await store.consumers.get(failing);
+        assert.deepEqual([info.status, info.owner], ['failed', null]);
+      } finally {
+        await peer.close();
+      }
+    }));
+
   it('fences a stale owner: its ack fails with fenced and the subscription closes with fenced', async () => {
     const dir = tempDir();
     const store = await openSqliteStore({ path: dir.file('events.db') });

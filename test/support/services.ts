@@ -1,3 +1,4 @@
+import { execFile } from 'node:child_process';
 import { connect } from 'node:net';
 
 export type Service = 'postgres' | 'nats';
@@ -85,4 +86,43 @@ export async function requireOrSkip(service: Service): Promise<string | false> {
     throw new Error(`${service} is required (IDEM_REQUIRE_SERVICES=1) but unreachable at ${where}`);
   }
   return `${service} unreachable at ${where} (set IDEM_REQUIRE_SERVICES=1 to fail instead)`;
+}
+
+/** Interpreters tried for the Python example, in order: IDEM_PYTHON, Debian's python3, the one on PATH. */
+function pythonCandidates(): string[] {
+  const list = [process.env.IDEM_PYTHON, '/usr/bin/python3', 'python3'];
+  return [...new Set(list.filter((p): p is string => p !== undefined && p.length > 0))];
+}
+
+let pythonFound: Promise<string | null> | undefined;
+
+/** The first python3 that imports `websockets` and `sqlite3` (all the Python example needs), or null. */
+export function pythonWithWebsockets(): Promise<string | null> {
+  pythonFound ??= (async () => {
+    for (const python of pythonCandidates()) {
+      const ok = await new Promise<boolean>((resolve) =>
+        execFile(python, ['-c', 'import sqlite3, websockets'], { timeout: 10_000 }, (err) => resolve(!err)),
+      );
+      if (ok) return python;
+    }
+    return null;
+  })();
+  return pythonFound;
+}
+
+/**
+ * As `requireOrSkip`, for python3 with the `websockets` package (Debian: python3-websockets):
+ * resolves the interpreter, or a one-line skip reason on a local run; rejects when
+ * IDEM_REQUIRE_SERVICES=1.
+ */
+export async function requirePythonOrSkip(): Promise<{ python: string } | { skip: string }> {
+  const python = await pythonWithWebsockets();
+  if (python !== null) return { python };
+  const tried = pythonCandidates().join(', ');
+  if (servicesRequired()) {
+    throw new Error(`python3 with websockets is required (IDEM_REQUIRE_SERVICES=1); tried ${tried}`);
+  }
+  return {
+    skip: `no python3 with websockets (tried ${tried}; apt-get install python3-websockets, or set IDEM_PYTHON)`,
+  };
 }
