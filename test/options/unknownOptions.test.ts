@@ -21,6 +21,7 @@ import { startServer } from '../../src/server/startServer.js';
 import { openSqliteStore } from '../../src/sqlite/sqliteStore.js';
 import { sqliteTarget, type SqliteTarget } from '../../src/sqlite/target.js';
 import { rejectsWith } from '../store/suite/context.js';
+import { makeSqliteFixture } from '../effects/support/fixture.js';
 import { POSTGRES_URL, tempDir, type TempDir } from '../support/index.js';
 
 /** Passes what the types would refuse, as JavaScript callers and configuration read at run time can. */
@@ -235,5 +236,36 @@ describe('checkKnownKeys', () => {
     assert.equal(closest('LEASEMS', ['leaseMs', 'owner']), 'leaseMs');
     assert.equal(closest('limit', ['after', 'filter']), undefined);
     assert.equal(closest('partitons', ['partitions', 'batch']), 'partitions');
+  });
+});
+
+describe('unknown option keys inside a handler', () => {
+  it('ctx.effect refuses a misspelt key option, so the effect is not recorded under the default key', async () => {
+    const fx = await makeSqliteFixture();
+    const errors: string[] = [];
+    const c = createConsumer({
+      name: 'strict_effects_v1',
+      source: fx.store,
+      target: fx.target,
+      onError: { attempts: 1, then: 'dead-letter' },
+      handle: async (_e, ctx) => {
+        try {
+          await ctx.effect('email', {}, raw({ kye: 'receipt-1' }));
+        } catch (err) {
+          errors.push((err as Error).message);
+          throw err;
+        }
+      },
+    });
+    try {
+      await fx.store.append('invoice-1', [{ type: 'invoice.issued', data: {} }]);
+      await c.start();
+      await c.whenCaughtUp({ timeoutMs: 10_000 });
+      assert.equal(errors[0], 'options.kye: unknown option; did you mean key?');
+      assert.deepEqual(await listEffects(fx.target), []);
+    } finally {
+      await c.stop();
+      await fx.cleanup();
+    }
   });
 });
