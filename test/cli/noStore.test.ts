@@ -3,6 +3,7 @@
 import assert from 'node:assert/strict';
 import { existsSync, statSync, writeFileSync } from 'node:fs';
 import { after, before, describe, it } from 'node:test';
+import Database from 'better-sqlite3';
 import pg from 'pg';
 import {
   createTempDatabase,
@@ -44,6 +45,14 @@ const READ_VERBS: [string, string[]][] = [
   ['verify', ['verify']],
 ];
 
+/** The verbs that only open a consumer target: they create no target either. */
+const TARGET_VERBS: [string, string[]][] = [
+  ['effects list', ['effects', 'list']],
+  ['effects retry', ['effects', 'retry', '--all-failed']],
+  ['consumer versions', ['consumer', 'versions']],
+  ['consumer reset-ledger', ['consumer', 'reset-ledger', 'billing_v1', '--yes']],
+];
+
 function fill(args: string[], dir: TempDir): string[] {
   return args.map((a) =>
     a === '{target}'
@@ -80,6 +89,26 @@ describe('idem verbs on a SQLite store that does not exist', () => {
       assert.equal(existsSync(dir.file('missing-target')), false, 'target directory');
     });
   }
+
+  for (const [verb, args] of TARGET_VERBS) {
+    it(`${verb} fails with "no target at PATH" and creates no file`, async () => {
+      const path = dir.file(`missing-target-${verb.replace(/\W+/g, '-')}/target.db`);
+      assertNoStore(await idem([...args, '--target-db', path]), `no target at ${path}`);
+      assert.equal(existsSync(dir.file(`missing-target-${verb.replace(/\W+/g, '-')}`)), false);
+    });
+  }
+
+  it('a SQLite file without the target tables gets none', async () => {
+    const path = dir.file('app.db');
+    writeFileSync(path, '');
+    assertNoStore(await idem(['effects', 'list', '--target-db', path]), `no idem target in ${path}`);
+    const db = new Database(path, { readonly: true });
+    try {
+      assert.deepEqual(db.prepare(`SELECT name FROM sqlite_master WHERE name LIKE 'idem%'`).all(), []);
+    } finally {
+      db.close();
+    }
+  });
 
   it('a file that is not an idem store is refused and left unchanged', async () => {
     const path = dir.file('empty.db');
@@ -153,6 +182,14 @@ describe('idem verbs on a PostgreSQL database without an idem store', { skip }, 
       assertNoStore(r, `no idem store in schema idem of ${database.name}`);
       assert.equal(await schemaExists(), false);
       assert.equal(existsSync(dir.file('missing-target')), false, 'target directory');
+    });
+  }
+
+  for (const [verb, args] of TARGET_VERBS) {
+    it(`${verb} fails with "no idem target in schema idem of DATABASE" and creates no schema`, async () => {
+      const r = await idem([...args, '--target-postgres', database.connectionString]);
+      assertNoStore(r, `no idem target in schema idem of ${database.name}`);
+      assert.equal(await schemaExists(), false);
     });
   }
 
