@@ -14,7 +14,7 @@ export type KnownKeys<T> = { readonly [K in keyof T]-?: true };
  *
  * `field` is the object's own path (`'options'`, `'batch'`), or `''` for a factory's options
  * argument, whose keys are named bare (`durability`), as its other errors name them.
- * `undefined` passes (an omitted options argument); anything but a plain object is refused.
+ * `undefined` passes (an omitted options argument); null, an array or a primitive is refused.
  * This runs on every append, so a valid object costs one `for...in` and a lookup per key.
  */
 export function checkKnownKeys(value: unknown, known: object, field: string): void {
