@@ -3,7 +3,7 @@ import { InvalidInputError } from '../core/errors.js';
 import type { NewEvent } from '../core/event.js';
 import { parseExpectedVersion } from '../core/expectedVersion.js';
 import type { CliContext } from './context.js';
-import { withStore, withStoreOptions, type StoreFlags } from './openStore.js';
+import { creatingStore, withStore, withStoreOptions, type StoreFlags } from './openStore.js';
 import { Output, plural } from './output.js';
 import { parseJson, parseJsonObject } from './parse.js';
 
@@ -56,13 +56,18 @@ export function registerAppend(program: Command, ctx: CliContext): void {
       if (flags.id !== undefined) event.id = flags.id;
       if (flags.metadata !== undefined) event.metadata = parseJsonObject(flags.metadata, '--metadata');
       const expectedVersion = parseExpectedVersion(flags.expectedVersion, '--expected-version');
-      const result = await withStore(flags, ctx.env, async (store) => {
-        try {
-          return await store.append(stream, [event], { expectedVersion });
-        } catch (err) {
-          throw renameField(err);
-        }
-      });
+      const result = await withStore(
+        flags,
+        ctx.env,
+        async (store) => {
+          try {
+            return await store.append(stream, [event], { expectedVersion });
+          } catch (err) {
+            throw renameField(err);
+          }
+        },
+        creatingStore(ctx.io),
+      );
       out.data(result);
       if (result.duplicate) {
         out.line(

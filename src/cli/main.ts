@@ -31,6 +31,9 @@ const DESCRIPTION = `idem: an event store with durable subscriptions and idempot
 Every store verb takes --db PATH (embedded SQLite, default ./data/idem.db),
 --postgres URL (or env IDEM_POSTGRES_URL) or --url URL (a server; token from env
 IDEM_TOKEN), and --json for machine-readable output.
+Only append and serve create a missing store (and say so on stderr); every other
+verb fails with "no store at PATH" (or "no idem store in schema X of DATABASE")
+and creates nothing.
 Exit codes: 0 ok, 1 failure, 2 usage error or invalid input, 3 conflict.`;
 
 const EXAMPLES = `

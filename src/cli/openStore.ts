@@ -1,8 +1,8 @@
-import { mkdirSync } from 'node:fs';
-import { dirname, resolve } from 'node:path';
+import { resolve } from 'node:path';
 import type { Command } from 'commander';
-import { IdemError } from '../core/errors.js';
+import { IdemError, StoreNotFoundError } from '../core/errors.js';
 import type { EventStore } from '../core/eventStore.js';
+import type { Io } from './output.js';
 import { UsageError } from './usageError.js';
 
 /** The options every store verb takes. */
@@ -18,7 +18,10 @@ export const DEFAULT_DB = './data/idem.db';
 /** Adds `--db`, `--postgres`, `--url` and `--json` to a verb. */
 export function withStoreOptions(cmd: Command): Command {
   return cmd
-    .option('--db <path>', `embedded SQLite store file (default: ${DEFAULT_DB}; the directory is created)`)
+    .option(
+      '--db <path>',
+      `embedded SQLite store file (default: ${DEFAULT_DB}); only append and serve create it`,
+    )
     .option('--postgres <url>', 'PostgreSQL store connection string (or env IDEM_POSTGRES_URL)')
     .option('--url <url>', 'a running idem server, e.g. http://127.0.0.1:4680 (token from env IDEM_TOKEN)')
     .option('--json', 'machine-readable output on stdout');
@@ -95,10 +98,34 @@ async function load<T extends Factory>(specifier: string, exportName: string, wh
   return factory as T;
 }
 
-/** Opens the store; a failure to open (bad path, refused connection) names the store it tried. */
-export async function openStore(target: StoreTarget): Promise<EventStore> {
+/**
+ * Whether a verb may create the store it names. Only `append` and `serve` do (and say so): a read
+ * verb pointed at a mistyped path must fail with "no store at PATH", not answer from a new, empty store.
+ */
+export interface OpenStoreOptions {
+  /** Create a missing store (SQLite file, PostgreSQL schema), then call this with what was created. */
+  onCreate?: (created: string) => void;
+}
+
+/** For `append` and `serve`: create a missing store, and say so on stderr (even with `--json`). */
+export function creatingStore(io: Io): OpenStoreOptions {
+  return { onCreate: (created) => io.stderr.write(`idem: ${created}\n`) };
+}
+
+/**
+ * Opens the store; a failure to open (bad path, refused connection) names the store it tried, and a
+ * store that does not exist is `not_found` unless `onCreate` is given.
+ */
+export async function openStore(target: StoreTarget, options: OpenStoreOptions = {}): Promise<EventStore> {
   try {
-    return await openTarget(target);
+    try {
+      return await openTarget(target, false);
+    } catch (err) {
+      if (!(err instanceof StoreNotFoundError) || options.onCreate === undefined) throw err;
+      const store = await openTarget(target, true);
+      options.onCreate(createdText(err));
+      return store;
+    }
   } catch (err) {
     if (err instanceof IdemError) throw err;
     const why = err instanceof Error ? err.message : String(err);
@@ -111,24 +138,30 @@ export async function openStore(target: StoreTarget): Promise<EventStore> {
   }
 }
 
-async function openTarget(target: StoreTarget): Promise<EventStore> {
+/** `created a new store at PATH`, from the error that said there was none. */
+function createdText(err: StoreNotFoundError): string {
+  const { path, schema, database } = err.details as { path?: string; schema?: string; database?: string };
+  return path !== undefined
+    ? `created a new store at ${path}`
+    : `created a new idem store in schema ${schema} of ${database}`;
+}
+
+/** Opens the store the target names; the remote server decides for itself, so `create` is local only. */
+async function openTarget(target: StoreTarget, create: boolean): Promise<EventStore> {
   switch (target.kind) {
     case 'sqlite': {
-      mkdirSync(dirname(target.path), { recursive: true });
-      const open = await load<(o: { path: string }) => EventStore | Promise<EventStore>>(
+      const open = await load<(o: { path: string; create: boolean }) => EventStore | Promise<EventStore>>(
         '../sqlite/index.js',
         'openSqliteStore',
         'the embedded SQLite store',
       );
-      return await open({ path: target.path });
+      return await open({ path: target.path, create });
     }
     case 'postgres': {
-      const open = await load<(o: { connectionString: string }) => EventStore | Promise<EventStore>>(
-        '../postgres/index.js',
-        'openPostgresStore',
-        'the PostgreSQL store',
-      );
-      return await open({ connectionString: target.connectionString });
+      const open = await load<
+        (o: { connectionString: string; create: boolean }) => EventStore | Promise<EventStore>
+      >('../postgres/index.js', 'openPostgresStore', 'the PostgreSQL store');
+      return await open({ connectionString: target.connectionString, create });
     }
     case 'remote': {
       const connect = await load<(url: string, o: { token?: string }) => EventStore | Promise<EventStore>>(
@@ -146,9 +179,10 @@ export async function withStore<T>(
   flags: StoreFlags,
   env: NodeJS.ProcessEnv,
   fn: (store: EventStore, target: StoreTarget) => Promise<T>,
+  options: OpenStoreOptions = {},
 ): Promise<T> {
   const target = storeTarget(flags, env);
-  const store = await openStore(target);
+  const store = await openStore(target, options);
   try {
     return await fn(store, target);
   } finally {

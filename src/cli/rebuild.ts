@@ -9,7 +9,7 @@ import { listConsumerVersions, promoteConsumer, resetLedger } from '../effects/v
 import type { CliContext } from './context.js';
 import { withStore, withStoreOptions, type StoreFlags } from './openStore.js';
 import { Output, table } from './output.js';
-import { withTarget, withTargetOptions, type TargetFlags } from './targetFlags.js';
+import { withNewOrExistingTarget, withTarget, withTargetOptions, type TargetFlags } from './targetFlags.js';
 import { UsageError } from './usageError.js';
 
 const REBUILD_HELP = `
@@ -79,7 +79,8 @@ export function registerRebuild(program: Command, ctx: CliContext): void {
       const out = new Output(ctx.io, flags.json === true);
       const projection = await loadProjection(flags.module);
       await withStore(flags, ctx.env, (store) =>
-        withTarget(flags, ctx.env, async (target) => {
+        // A rebuild may write into a new target (fresh tables for the new version).
+        withNewOrExistingTarget(flags, ctx.env, async (target) => {
           const rebuild = rebuildConsumer({
             ...projection,
             source: store,

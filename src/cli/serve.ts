@@ -3,7 +3,7 @@ import { InvalidInputError, isIdemError } from '../core/errors.js';
 import type { EventStore } from '../core/eventStore.js';
 import type { CliContext } from './context.js';
 import { startHealthOnlyServer } from './healthOnlyServer.js';
-import { describeTarget, openStore, storeTarget, type StoreFlags } from './openStore.js';
+import { creatingStore, describeTarget, openStore, storeTarget, type StoreFlags } from './openStore.js';
 import { Output } from './output.js';
 import { parseInteger } from './parse.js';
 import { UsageError } from './usageError.js';
@@ -51,7 +51,7 @@ export function registerServe(program: Command, ctx: CliContext): void {
   program
     .command('serve')
     .description('run the idem server')
-    .option('--db <path>', 'embedded SQLite store file (default: ./data/idem.db)')
+    .option('--db <path>', 'embedded SQLite store file, created if missing (default: ./data/idem.db)')
     .option('--postgres <url>', 'PostgreSQL store connection string (or env IDEM_POSTGRES_URL)')
     .option('--host <host>', 'address to bind', '127.0.0.1')
     .option('--port <port>', 'port to listen on (0 = any free port)', '4680')
@@ -69,7 +69,7 @@ export function registerServe(program: Command, ctx: CliContext): void {
       const target = storeTarget(flags, ctx.env);
       if (target.kind === 'remote') throw new UsageError('serve runs over --db or --postgres, not --url');
       const signal = ctx.stopSignal();
-      const store = await openStore(target);
+      const store = await openStore(target, creatingStore(ctx.io));
       try {
         const server = await start(store, flags, port, ctx, out);
         out.data({ url: server.url, store: describeTarget(target) });

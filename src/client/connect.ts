@@ -1,4 +1,5 @@
 /** `connect(url, { token })`: an `EventStore` that talks to an idem server. */
+import { checkKnownKeys, type KnownKeys } from '../core/knownKeys.js';
 import { RemoteEventStore } from './remoteStore.js';
 
 export interface ConnectOptions {
@@ -10,11 +11,18 @@ export interface ConnectOptions {
   timeoutMs?: number;
 }
 
+const CONNECT_OPTION_KEYS = {
+  token: true,
+  attempts: true,
+  timeoutMs: true,
+} as const satisfies KnownKeys<ConnectOptions>;
+
 /**
  * Returns a remote store for the server at `url` (e.g. `http://127.0.0.1:4680`). Nothing is sent until the
  * first call. Appends assign event ids on the client, so a retried append is never written twice.
  */
 export function connect(url: string, options: ConnectOptions = {}): RemoteEventStore {
+  checkKnownKeys(options, CONNECT_OPTION_KEYS, 'options');
   const http: { token?: string; attempts?: number; timeoutMs?: number } = {};
   if (options.token !== undefined) http.token = options.token;
   if (options.attempts !== undefined) http.attempts = options.attempts;

@@ -1,17 +1,28 @@
 /** The remote store: the `EventStore` port over the server's HTTP API and WebSocket subscriptions. */
 import { ClosedError } from '../core/errors.js';
 import type { AppendResult, NewEvent, RecordedEvent } from '../core/event.js';
-import type { AppendOptions, EventStore, ReadAllOptions, ReadStreamOptions } from '../core/eventStore.js';
-import { parseExpectedVersion } from '../core/expectedVersion.js';
+import {
+  READ_ALL_OPTION_KEYS,
+  READ_STREAM_OPTION_KEYS,
+  type AppendOptions,
+  type EventStore,
+  type ReadAllOptions,
+  type ReadStreamOptions,
+} from '../core/eventStore.js';
+import { checkKnownKeys } from '../core/knownKeys.js';
+import { appendExpectation } from '../core/expectedVersion.js';
 import { normalizeFilter } from '../core/filter.js';
-import type {
-  ConsumerAdmin,
-  ConsumerInfo,
-  DeadLetter,
-  DeadLetterAdmin,
-  DeadLetterSelector,
-  SubscribeOptions,
-  Subscription,
+import {
+  DEAD_LETTER_LIST_OPTION_KEYS,
+  DEAD_LETTER_SELECTOR_KEYS,
+  DEAD_LETTER_SKIP_OPTION_KEYS,
+  type ConsumerAdmin,
+  type ConsumerInfo,
+  type DeadLetter,
+  type DeadLetterAdmin,
+  type DeadLetterSelector,
+  type SubscribeOptions,
+  type Subscription,
 } from '../core/subscription.js';
 import {
   prepareAppend,
@@ -52,7 +63,7 @@ export class RemoteEventStore implements EventStore {
   async append(stream: string, events: NewEvent[], options: AppendOptions = {}): Promise<AppendResult> {
     this.assertOpen();
     const prepared = prepareAppend(stream, events, NO_LIMITS);
-    const expectedVersion = parseExpectedVersion(options.expectedVersion, 'expectedVersion');
+    const expectedVersion = appendExpectation(options);
     const body = {
       events: prepared.map((e) => ({ id: e.id, type: e.type, data: e.data, metadata: e.metadata })),
       expectedVersion,
@@ -64,6 +75,7 @@ export class RemoteEventStore implements EventStore {
   }
 
   async *readStream(stream: string, options: ReadStreamOptions = {}): AsyncGenerator<RecordedEvent> {
+    checkKnownKeys(options, READ_STREAM_OPTION_KEYS, 'options');
     this.assertOpen();
     validateStreamName(stream);
     let from = options.fromVersion === undefined ? 1 : validatePosition(options.fromVersion, 'fromVersion');
@@ -83,6 +95,7 @@ export class RemoteEventStore implements EventStore {
   }
 
   async *readAll(options: ReadAllOptions = {}): AsyncGenerator<RecordedEvent> {
+    checkKnownKeys(options, READ_ALL_OPTION_KEYS, 'options');
     this.assertOpen();
     let after = options.after === undefined ? 0 : validatePosition(options.after, 'after');
     const filter = normalizeFilter(options.filter);
@@ -190,6 +203,7 @@ export class RemoteEventStore implements EventStore {
       by?: string,
     ) => {
       this.assertOpen();
+      checkKnownKeys(selector, DEAD_LETTER_SELECTOR_KEYS, 'selector');
       const body: Record<string, unknown> = { ...selector };
       if (by !== undefined) body.by = by;
       const r = await this.http.request<{ count: number }>(
@@ -202,6 +216,7 @@ export class RemoteEventStore implements EventStore {
     return {
       list: async (consumer, options = {}) => {
         this.assertOpen();
+        checkKnownKeys(options, DEAD_LETTER_LIST_OPTION_KEYS, 'options');
         const query = options.all ? { all: true } : {};
         const r = await this.http.request<{ deadLetters: DeadLetter[] }>(
           'GET',
@@ -214,7 +229,10 @@ export class RemoteEventStore implements EventStore {
         return r.deadLetters;
       },
       retry: (consumer, selector) => act('retry', consumer, selector),
-      skip: (consumer, selector, options = {}) => act('skip', consumer, selector, options.by),
+      skip: async (consumer, selector, options = {}) => {
+        checkKnownKeys(options, DEAD_LETTER_SKIP_OPTION_KEYS, 'options');
+        return act('skip', consumer, selector, options.by);
+      },
     };
   }
 }

@@ -6,12 +6,14 @@
 import WebSocket, { type RawData } from 'ws';
 import { ClosedError, IdemError, InvalidInputError } from '../core/errors.js';
 import { normalizeFilter } from '../core/filter.js';
-import type {
-  FailureInfo,
-  ParkInfo,
-  SubscribeOptions,
-  Subscription,
-  SubscriptionMessage,
+import { checkKnownKeys } from '../core/knownKeys.js';
+import {
+  SUBSCRIBE_OPTION_KEYS,
+  type FailureInfo,
+  type ParkInfo,
+  type SubscribeOptions,
+  type Subscription,
+  type SubscriptionMessage,
 } from '../core/subscription.js';
 import { validateConsumerName, validatePosition } from '../core/validation.js';
 import type { ClientMessage, ServerMessage, SubscribeRequest } from '../server/protocol.js';
@@ -37,6 +39,7 @@ export async function openRemoteSubscription(
   options: SubscribeOptions = {},
 ): Promise<RemoteSubscription> {
   validateConsumerName(consumer);
+  checkKnownKeys(options, SUBSCRIBE_OPTION_KEYS, 'options');
   const filter = normalizeFilter(options.filter);
   const from = options.from;
   if (from !== undefined && from !== 'start' && from !== 'end') validatePosition(from, 'from');

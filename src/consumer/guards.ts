@@ -1,4 +1,5 @@
 import { InvalidInputError } from '../core/errors.js';
+import { checkKnownKeys, type KnownKeys } from '../core/knownKeys.js';
 import type { RecordedEvent } from '../core/event.js';
 
 /** A key guard computed by the user: one effect per key. `name` namespaces the keys in the ledger. @default name 'key' */
@@ -6,6 +7,8 @@ export interface CustomKeyGuard {
   key: (event: RecordedEvent) => string;
   name?: string;
 }
+
+const CUSTOM_GUARD_KEYS = { key: true, name: true } as const satisfies KnownKeys<CustomKeyGuard>;
 
 /**
  * How a consumer recognises an event it already handled:
@@ -44,6 +47,7 @@ const commandIdGuard: KeyGuard = {
 };
 
 function customGuard(g: CustomKeyGuard, field: string): KeyGuard {
+  checkKnownKeys(g, CUSTOM_GUARD_KEYS, field);
   const name = g.name ?? 'key';
   if (typeof name !== 'string' || !/^[A-Za-z0-9_.-]{1,64}$/.test(name)) {
     throw new InvalidInputError(`${field}.name`, 'must be 1-64 letters, digits, _ . or -');

@@ -1,6 +1,7 @@
 import type { Registry } from 'prom-client';
 import type { ConsumerTarget } from '../core/consumerTarget.js';
 import { InvalidInputError } from '../core/errors.js';
+import { checkKnownKeys, type KnownKeys } from '../core/knownKeys.js';
 import type { RecordedEvent } from '../core/event.js';
 import type { EventStore } from '../core/eventStore.js';
 import { normalizeFilter, type EventFilter } from '../core/filter.js';
@@ -95,6 +96,14 @@ export interface ErrorPolicy {
   then?: 'stop' | 'dead-letter';
 }
 
+const ERROR_POLICY_KEYS = {
+  attempts: true,
+  backoff: true,
+  initialDelayMs: true,
+  maxDelayMs: true,
+  then: true,
+} as const satisfies KnownKeys<ErrorPolicy>;
+
 export interface BatchOptions {
   /** Most events in one target transaction once live, and the size of each page read from the source. @default 500 */
   size?: number;
@@ -109,12 +118,23 @@ export interface BatchOptions {
   maxWaitMs?: number;
 }
 
+const BATCH_OPTION_KEYS = {
+  size: true,
+  catchUpSize: true,
+  maxWaitMs: true,
+} as const satisfies KnownKeys<BatchOptions>;
+
 export interface ConsumerMetricsOptions {
   /** A prom-client registry to register the consumer metrics in (shared metrics, labelled by `consumer`). */
   registry: Registry;
   /** Metric name prefix. @default 'idem_consumer_' */
   prefix?: string;
 }
+
+const METRICS_OPTION_KEYS = {
+  registry: true,
+  prefix: true,
+} as const satisfies KnownKeys<ConsumerMetricsOptions>;
 
 export interface ConsumerOptions<Tx> {
   /** The consumer's identity: versioned, e.g. `billing_v2`. */
@@ -150,6 +170,30 @@ export interface ConsumerOptions<Tx> {
   effects?: ConsumerEffectsOptions<Tx>;
 }
 
+export const CONSUMER_OPTION_KEYS = {
+  name: true,
+  source: true,
+  filter: true,
+  target: true,
+  guard: true,
+  handle: true,
+  handleBatch: true,
+  onError: true,
+  gaps: true,
+  batch: true,
+  standby: true,
+  from: true,
+  leaseTtlMs: true,
+  owner: true,
+  metrics: true,
+  reconnect: true,
+  effects: true,
+} as const satisfies KnownKeys<ConsumerOptions<unknown>>;
+
+const RECONNECT_OPTION_KEYS = { initialDelayMs: true, maxDelayMs: true } as const satisfies KnownKeys<
+  NonNullable<ConsumerOptions<unknown>['reconnect']>
+>;
+
 export interface ResolvedOptions<Tx> {
   name: string;
   source: EventStore;
@@ -184,8 +228,7 @@ function intOption(value: unknown, field: string, min: number, fallback: number)
 export const DEFAULT_CATCH_UP_BATCH = 2000;
 
 function resolveBatch(batch: BatchOptions | undefined): Required<BatchOptions> {
-  if (batch !== undefined && (batch === null || typeof batch !== 'object'))
-    throw new InvalidInputError('batch', 'must be an object');
+  checkKnownKeys(batch, BATCH_OPTION_KEYS, 'batch');
   const size = intOption(batch?.size, 'batch.size', 1, 500);
   const catchUpSize = intOption(
     batch?.catchUpSize,
@@ -202,6 +245,10 @@ function resolveBatch(batch: BatchOptions | undefined): Required<BatchOptions> {
 export function resolveOptions<Tx>(options: ConsumerOptions<Tx>): ResolvedOptions<Tx> {
   if (options === null || typeof options !== 'object')
     throw new InvalidInputError('options', 'must be an object');
+  checkKnownKeys(options, CONSUMER_OPTION_KEYS, '');
+  checkKnownKeys(options.onError, ERROR_POLICY_KEYS, 'onError');
+  checkKnownKeys(options.reconnect, RECONNECT_OPTION_KEYS, 'reconnect');
+  checkKnownKeys(options.metrics, METRICS_OPTION_KEYS, 'metrics');
   const name = validateConsumerName(options.name, 'name');
   const source = options.source as EventStore | undefined;
   if (!source || typeof source.subscribe !== 'function') {

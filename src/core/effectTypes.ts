@@ -1,3 +1,5 @@
+import type { KnownKeys } from './knownKeys.js';
+
 /** The life of an outbox row. */
 export type EffectStatus = 'pending' | 'done' | 'failed' | 'suppressed';
 
@@ -85,6 +87,8 @@ export interface EffectCallOptions {
   /** The effect's key in the consumer's scope. @default `${event.id}:${kind}` */
   key?: string;
 }
+
+export const EFFECT_CALL_OPTION_KEYS = { key: true } as const satisfies KnownKeys<EffectCallOptions>;
 
 /** What `ctx.effect` did. */
 export interface EffectWrite {

@@ -90,6 +90,15 @@ export class NotFoundError extends IdemError {
   }
 }
 
+/** A store opened with `create: false` where none exists: nothing was created. */
+export class StoreNotFoundError extends IdemError {
+  /** @param message `no store at PATH`, `no idem store in schema X of DATABASE` */
+  constructor(message: string, details: Record<string, unknown>) {
+    super('not_found', message, { what: 'store', ...details });
+    this.name = 'StoreNotFoundError';
+  }
+}
+
 export class ConsumerBusyError extends IdemError {
   constructor(consumer: string, owner: string | null, leaseExpiresAt: string | null) {
     super(

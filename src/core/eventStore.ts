@@ -1,12 +1,15 @@
 import type { AppendResult, NewEvent, RecordedEvent } from './event.js';
 import type { ExpectedVersion } from './expectedVersion.js';
 import type { EventFilter } from './filter.js';
+import type { KnownKeys } from './knownKeys.js';
 import type { ConsumerAdmin, DeadLetterAdmin, SubscribeOptions, Subscription } from './subscription.js';
 
 export interface AppendOptions {
   /** @default 'any' */
   expectedVersion?: ExpectedVersion;
 }
+
+export const APPEND_OPTION_KEYS = { expectedVersion: true } as const satisfies KnownKeys<AppendOptions>;
 
 export interface ReadStreamOptions {
   /** First version to read. @default 1 */
@@ -15,6 +18,11 @@ export interface ReadStreamOptions {
   limit?: number;
 }
 
+export const READ_STREAM_OPTION_KEYS = {
+  fromVersion: true,
+  limit: true,
+} as const satisfies KnownKeys<ReadStreamOptions>;
+
 export interface ReadAllOptions {
   /** Yield events with a position strictly greater than this. @default 0 */
   after?: number;
@@ -22,6 +30,12 @@ export interface ReadAllOptions {
   /** Most events to yield. @default unlimited */
   limit?: number;
 }
+
+export const READ_ALL_OPTION_KEYS = {
+  after: true,
+  filter: true,
+  limit: true,
+} as const satisfies KnownKeys<ReadAllOptions>;
 
 /**
  * The event store port: the same contract for the in-memory, SQLite, PostgreSQL and remote stores.

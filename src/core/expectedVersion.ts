@@ -1,4 +1,6 @@
 import { InvalidInputError, WrongExpectedVersionError } from './errors.js';
+import { APPEND_OPTION_KEYS, type AppendOptions } from './eventStore.js';
+import { checkKnownKeys } from './knownKeys.js';
 
 /**
  * What the caller believes about the stream before an append:
@@ -16,6 +18,12 @@ export function parseExpectedVersion(value: unknown, field = 'expectedVersion'):
   if (typeof value === 'string' && /^\d+$/.test(value) && Number.isSafeInteger(Number(value)))
     return Number(value);
   throw new InvalidInputError(field, `must be 'any', 'no_stream', 'stream_exists' or an integer >= 0`);
+}
+
+/** The expected version an `append` call's options ask for; unknown keys are refused. */
+export function appendExpectation(options: AppendOptions | undefined): ExpectedVersion {
+  checkKnownKeys(options, APPEND_OPTION_KEYS, 'options');
+  return parseExpectedVersion(options?.expectedVersion, 'expectedVersion');
 }
 
 /** Throws `WrongExpectedVersionError` when a stream at `actual` does not satisfy `expected`. */

@@ -1,5 +1,6 @@
 import { InvalidInputError } from './errors.js';
 import { streamCategory } from './event.js';
+import { checkKnownKeys, type KnownKeys } from './knownKeys.js';
 
 /**
  * Which events a reader or consumer wants. Empty or missing lists do not constrain.
@@ -12,20 +13,17 @@ export interface EventFilter {
   streamPrefixes?: string[];
 }
 
+const FILTER_KEYS = {
+  types: true,
+  categories: true,
+  streamPrefixes: true,
+} as const satisfies KnownKeys<EventFilter>;
+
 /** A filter with sorted, de-duplicated lists and no empty ones; equal filters normalise equally. */
 export function normalizeFilter(filter: EventFilter | undefined, field = 'filter'): EventFilter {
   if (filter === undefined || filter === null) return {};
-  if (typeof filter !== 'object' || Array.isArray(filter))
-    throw new InvalidInputError(field, 'must be an object');
+  checkKnownKeys(filter, FILTER_KEYS, field);
   const out: EventFilter = {};
-  for (const key of Object.keys(filter)) {
-    if (key !== 'types' && key !== 'categories' && key !== 'streamPrefixes') {
-      throw new InvalidInputError(
-        `${field}.${key}`,
-        'is not a filter field (types, categories, streamPrefixes)',
-      );
-    }
-  }
   for (const key of ['types', 'categories', 'streamPrefixes'] as const) {
     const list: unknown = filter[key];
     if (list === undefined) continue;

@@ -3,8 +3,15 @@ export * from './json.js';
 export * from './event.js';
 export * from './expectedVersion.js';
 export * from './filter.js';
-export * from './limits.js';
-export * from './eventStore.js';
-export * from './subscription.js';
+export {
+  DEFAULT_LIMITS,
+  MAX_CONSUMER_NAME_LENGTH,
+  MAX_STREAM_LENGTH,
+  MAX_TYPE_LENGTH,
+  type StoreLimits,
+} from './limits.js';
+// Types only: the known-keys lists beside the option types are internal.
+export type * from './eventStore.js';
+export type * from './subscription.js';
 export { isUuid, uuidv7 } from './uuid.js';
 export { validateStreamName, validateConsumerName } from './validation.js';

@@ -1,3 +1,5 @@
+import { checkKnownKeys } from './knownKeys.js';
+
 /** Input limits shared by every store. Each can be changed per store through its options. */
 export interface StoreLimits {
   /** Largest event, measured as the UTF-8 bytes of its `data` plus `metadata` JSON. @default 1048576 (1 MiB) */
@@ -7,6 +9,12 @@ export interface StoreLimits {
 }
 
 export const DEFAULT_LIMITS: StoreLimits = { maxEventBytes: 1024 * 1024, maxAppendEvents: 5000 };
+
+/** A store's `limits` option checked for unknown keys (the defaults name every one), with the defaults filled in. */
+export function resolveStoreLimits(limits: Partial<StoreLimits> | undefined): StoreLimits {
+  checkKnownKeys(limits, DEFAULT_LIMITS, 'limits');
+  return { ...DEFAULT_LIMITS, ...limits };
+}
 
 /** Longest stream name, in characters. */
 export const MAX_STREAM_LENGTH = 200;

@@ -1,5 +1,6 @@
 import type { RecordedEvent } from './event.js';
 import type { EventFilter } from './filter.js';
+import type { KnownKeys } from './knownKeys.js';
 
 /** Where a consumer that does not exist yet starts. An existing consumer always resumes from its cursor. */
 export type StartFrom = 'start' | 'end' | number;
@@ -22,6 +23,17 @@ export interface SubscribeOptions {
   /** Aborting it closes the subscription (and stops a standby's wait). */
   signal?: AbortSignal;
 }
+
+export const SUBSCRIBE_OPTION_KEYS = {
+  filter: true,
+  from: true,
+  maxInFlight: true,
+  batchSize: true,
+  standby: true,
+  leaseTtlMs: true,
+  owner: true,
+  signal: true,
+} as const satisfies KnownKeys<SubscribeOptions>;
 
 /** What a subscription yields. */
 export type SubscriptionMessage =
@@ -46,11 +58,19 @@ export interface ParkInfo {
   attempts?: number;
 }
 
+export const PARK_INFO_KEYS = {
+  reason: true,
+  error: true,
+  attempts: true,
+} as const satisfies KnownKeys<ParkInfo>;
+
 /** Reported by a consumer that stops on an error, so that `consumers.get` shows it. */
 export interface FailureInfo {
   error: { name?: string; message: string; stack?: string };
   event?: Pick<RecordedEvent, 'id' | 'stream' | 'version' | 'position' | 'type'>;
 }
+
+export const FAILURE_INFO_KEYS = { error: true, event: true } as const satisfies KnownKeys<FailureInfo>;
 
 /**
  * A durable subscription: the exclusive owner of a named consumer for as long as its lease lasts.
@@ -132,11 +152,30 @@ export interface DeadLetter {
 /** Which dead letters `retry`/`skip` act on: one entity (all of its parked events) or one event's entity. */
 export type DeadLetterSelector = { stream: string } | { id: string };
 
+/** Both shapes' keys: a selector with both, or neither, is refused by its own rule. */
+export const DEAD_LETTER_SELECTOR_KEYS = { stream: true, id: true } as const satisfies KnownKeys<
+  { stream: string } & { id: string }
+>;
+
+export interface DeadLetterListOptions {
+  /** Include resolved and skipped entries. @default false */
+  all?: boolean;
+}
+
+export const DEAD_LETTER_LIST_OPTION_KEYS = { all: true } as const satisfies KnownKeys<DeadLetterListOptions>;
+
+export interface DeadLetterSkipOptions {
+  /** Who skips them, recorded on the entries. @default user@host */
+  by?: string;
+}
+
+export const DEAD_LETTER_SKIP_OPTION_KEYS = { by: true } as const satisfies KnownKeys<DeadLetterSkipOptions>;
+
 export interface DeadLetterAdmin {
   /** Active entries (parked or retrying) in position order; `all` includes resolved and skipped ones. */
-  list(consumer: string, options?: { all?: boolean }): Promise<DeadLetter[]>;
+  list(consumer: string, options?: DeadLetterListOptions): Promise<DeadLetter[]>;
   /** Redelivers the entity's parked events in their original order, flagged `redelivery`. Returns how many. */
   retry(consumer: string, selector: DeadLetterSelector): Promise<number>;
   /** Discards the entity's parked events, recording who skipped them. Returns how many. */
-  skip(consumer: string, selector: DeadLetterSelector, options?: { by?: string }): Promise<number>;
+  skip(consumer: string, selector: DeadLetterSelector, options?: DeadLetterSkipOptions): Promise<number>;
 }

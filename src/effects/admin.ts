@@ -1,5 +1,6 @@
 import type { ConsumerTarget } from '../core/consumerTarget.js';
 import { InvalidInputError } from '../core/errors.js';
+import { checkKnownKeys, type KnownKeys } from '../core/knownKeys.js';
 import { splitIdempotencyKey } from '../core/versionedName.js';
 import { withOutbox } from './outbox.js';
 import {
@@ -17,11 +18,18 @@ export interface ListEffectsOptions {
   limit?: number;
 }
 
+const LIST_EFFECTS_OPTION_KEYS = {
+  status: true,
+  scope: true,
+  limit: true,
+} as const satisfies KnownKeys<ListEffectsOptions>;
+
 /** Outbox rows, oldest first. */
 export async function listEffects<Tx>(
   target: ConsumerTarget<Tx>,
   options: ListEffectsOptions = {},
 ): Promise<EffectRecord[]> {
+  checkKnownKeys(options, LIST_EFFECTS_OPTION_KEYS, 'options');
   if (options.status !== undefined && !EFFECT_STATUSES.includes(options.status)) {
     throw new InvalidInputError('status', `must be one of ${EFFECT_STATUSES.join(', ')}`);
   }

@@ -2,7 +2,9 @@ import type { ConsumerTarget } from '../core/consumerTarget.js';
 import { InvalidInputError } from '../core/errors.js';
 import type { RecordedEvent } from '../core/event.js';
 import type { EventStore } from '../core/eventStore.js';
+import { checkKnownKeys, type KnownKeys } from '../core/knownKeys.js';
 import {
+  DISPATCHER_SETTING_KEYS,
   createEffectDispatcher,
   type EffectDispatcher,
   type EffectDispatcherOptions,
@@ -11,7 +13,12 @@ import {
 import { defaultEffectScope, idempotencyKey, parseVersionedName } from '../core/versionedName.js';
 import { outboxFor } from './outbox.js';
 import type { OutboxDialect } from '../core/effectOutbox.js';
-import type { ConsumerVersionRecord, EffectCallOptions, EffectWrite } from '../core/effectTypes.js';
+import {
+  EFFECT_CALL_OPTION_KEYS,
+  type ConsumerVersionRecord,
+  type EffectCallOptions,
+  type EffectWrite,
+} from '../core/effectTypes.js';
 
 /** The `effects` option of `createConsumer`. */
 export interface ConsumerEffectsOptions<Tx = unknown> {
@@ -32,6 +39,14 @@ export interface ConsumerEffectsOptions<Tx = unknown> {
    */
   liveFrom?: 'head' | 'start' | number;
 }
+
+const CONSUMER_EFFECTS_OPTION_KEYS = {
+  handlers: true,
+  dispatcher: true,
+  replay: true,
+  scope: true,
+  liveFrom: true,
+} as const satisfies KnownKeys<ConsumerEffectsOptions>;
 
 const MAX_KIND = 200;
 const MAX_KEY = 1000;
@@ -126,6 +141,7 @@ export class ConsumerEffects<Tx> {
     if (typeof kind !== 'string' || kind.length === 0 || kind.length > MAX_KIND) {
       throw new InvalidInputError('kind', `must be a string of 1-${MAX_KIND} characters`);
     }
+    checkKnownKeys(options, EFFECT_CALL_OPTION_KEYS, 'options');
     const key = options.key ?? `${event.id}:${kind}`;
     if (typeof key !== 'string' || key.length === 0 || key.length > MAX_KEY) {
       throw new InvalidInputError('key', `must be a string of 1-${MAX_KEY} characters`);
@@ -173,8 +189,8 @@ export function resolveConsumerEffects<Tx>(
   source: EventStore,
   options: ConsumerEffectsOptions<Tx> | undefined,
 ): ConsumerEffects<Tx> | null {
-  if (options !== undefined && (options === null || typeof options !== 'object'))
-    throw new InvalidInputError('effects', 'must be an object');
+  checkKnownKeys(options, CONSUMER_EFFECTS_OPTION_KEYS, 'effects');
+  checkKnownKeys(options?.dispatcher, DISPATCHER_SETTING_KEYS, 'effects.dispatcher');
   try {
     outboxFor(target);
   } catch (err) {

@@ -3,6 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { Counter, Gauge, type Registry } from 'prom-client';
 import type { ConsumerTarget } from '../core/consumerTarget.js';
 import { InvalidInputError } from '../core/errors.js';
+import { checkKnownKeys, type KnownKeys } from '../core/knownKeys.js';
 import { backoffDelay, sleep } from '../consumer/backoff.js';
 import { outboxFor } from './outbox.js';
 import type { OutboxDialect } from '../core/effectOutbox.js';
@@ -36,6 +37,13 @@ export interface EffectRetryOptions {
   maxDelayMs?: number;
 }
 
+const EFFECT_RETRY_OPTION_KEYS = {
+  attempts: true,
+  backoff: true,
+  initialDelayMs: true,
+  maxDelayMs: true,
+} as const satisfies KnownKeys<EffectRetryOptions>;
+
 export interface EffectDispatcherOptions<Tx> {
   target: ConsumerTarget<Tx>;
   /** One handler per effect kind; the dispatcher claims only rows of these kinds. */
@@ -60,6 +68,27 @@ export interface EffectDispatcherOptions<Tx> {
     effect: { idempotencyKey: string; kind: string; attempt: number; final: boolean },
   ) => void;
 }
+
+/** The dispatcher's settings: every option but `target` and `handlers` (as `createConsumer` takes them). */
+export const DISPATCHER_SETTING_KEYS = {
+  retry: true,
+  leaseMs: true,
+  pollIntervalMs: true,
+  batchSize: true,
+  owner: true,
+  metrics: true,
+  onFailure: true,
+} as const satisfies KnownKeys<Omit<EffectDispatcherOptions<unknown>, 'target' | 'handlers'>>;
+
+const DISPATCHER_METRICS_KEYS = { registry: true, prefix: true } as const satisfies KnownKeys<
+  NonNullable<EffectDispatcherOptions<unknown>['metrics']>
+>;
+
+const EFFECT_DISPATCHER_OPTION_KEYS = {
+  ...DISPATCHER_SETTING_KEYS,
+  target: true,
+  handlers: true,
+} as const satisfies KnownKeys<EffectDispatcherOptions<unknown>>;
 
 export interface EffectDispatcherMetrics {
   /** Calls started, completed, retried after a failure, given up (`failed`), and completions refused because the lease was lost. */
@@ -135,7 +164,10 @@ class Dispatcher<Tx> implements EffectDispatcher {
   private running = false;
 
   constructor(o: EffectDispatcherOptions<Tx>) {
-    if (o === null || typeof o !== 'object') throw new InvalidInputError('options', 'must be an object');
+    if (o === undefined) throw new InvalidInputError('options', 'must be an object');
+    checkKnownKeys(o, EFFECT_DISPATCHER_OPTION_KEYS, '');
+    checkKnownKeys(o.retry, EFFECT_RETRY_OPTION_KEYS, 'retry');
+    checkKnownKeys(o.metrics, DISPATCHER_METRICS_KEYS, 'metrics');
     this.outbox = outboxFor(o.target);
     this.target = o.target;
     if (o.handlers === null || typeof o.handlers !== 'object')

@@ -1,5 +1,6 @@
 import { createConsumer, type Consumer } from '../consumer/consumer.js';
-import type { ConsumerOptions } from '../consumer/options.js';
+import { CONSUMER_OPTION_KEYS, type ConsumerOptions } from '../consumer/options.js';
+import { checkKnownKeys, type KnownKeys } from '../core/knownKeys.js';
 import { InvalidInputError } from '../core/errors.js';
 import { validateConsumerName } from '../core/validation.js';
 import { defaultEffectScope, parseVersionedName } from '../core/versionedName.js';
@@ -16,6 +17,15 @@ export interface RebuildOptions<Tx> extends Omit<ConsumerOptions<Tx>, 'name' | '
   progressIntervalMs?: number;
   onProgress?: (progress: RebuildProgress) => void;
 }
+
+const { name: _name, from: _from, ...REBUILT_CONSUMER_KEYS } = CONSUMER_OPTION_KEYS;
+const REBUILD_OPTION_KEYS = {
+  ...REBUILT_CONSUMER_KEYS,
+  from: true,
+  as: true,
+  progressIntervalMs: true,
+  onProgress: true,
+} as const satisfies KnownKeys<RebuildOptions<unknown>>;
 
 export interface RebuildProgress {
   name: string;
@@ -62,6 +72,7 @@ class RebuildRun<Tx> implements Rebuild {
   private caughtUpTo = -1;
 
   constructor(private readonly o: RebuildOptions<Tx>) {
+    checkKnownKeys(o, REBUILD_OPTION_KEYS, '');
     this.from = validateConsumerName(o.from, 'from');
     this.name = validateConsumerName(o.as, 'as');
     if (this.name === this.from)

@@ -1,5 +1,6 @@
 import type { ConsumerTarget } from '../core/consumerTarget.js';
 import { IdemError } from '../core/errors.js';
+import { checkKnownKeys, type KnownKeys } from '../core/knownKeys.js';
 import type { EventStore } from '../core/eventStore.js';
 import { validateConsumerName } from '../core/validation.js';
 import { parseVersionedName } from '../core/versionedName.js';
@@ -26,6 +27,12 @@ export interface PromoteOptions<Tx> {
   name: string;
 }
 
+const PROMOTE_OPTION_KEYS = {
+  source: true,
+  target: true,
+  name: true,
+} as const satisfies KnownKeys<PromoteOptions<unknown>>;
+
 /** How far a consumer version is from the head: the next event it has to handle, if any. */
 export async function catchUpState(
   source: EventStore,
@@ -47,6 +54,7 @@ export async function catchUpState(
  * an event it must handle (up to the store's head now).
  */
 export async function promoteConsumer<Tx>(options: PromoteOptions<Tx>): Promise<ActiveVersionRecord> {
+  checkKnownKeys(options, PROMOTE_OPTION_KEYS, '');
   const name = validateConsumerName(options.name, 'name');
   const state = await catchUpState(options.source, name);
   if (state.next !== null) throw new NotCaughtUpError(name, state.position, state.next, state.head);

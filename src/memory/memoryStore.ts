@@ -1,16 +1,19 @@
 import {
+  READ_ALL_OPTION_KEYS,
+  READ_STREAM_OPTION_KEYS,
   type AppendOptions,
   type EventStore,
   type ReadAllOptions,
   type ReadStreamOptions,
 } from '../core/eventStore.js';
+import { checkKnownKeys, type KnownKeys } from '../core/knownKeys.js';
 import type { AppendResult, NewEvent, RecordedEvent } from '../core/event.js';
 import { ClosedError } from '../core/errors.js';
-import { parseExpectedVersion, satisfies } from '../core/expectedVersion.js';
+import { appendExpectation, satisfies } from '../core/expectedVersion.js';
 import { WrongExpectedVersionError } from '../core/errors.js';
 import { matchesFilter, normalizeFilter } from '../core/filter.js';
 import { resolveIdempotentAppend, type ExistingEvent } from '../core/idempotency.js';
-import { DEFAULT_LIMITS, type StoreLimits } from '../core/limits.js';
+import { resolveStoreLimits, type StoreLimits } from '../core/limits.js';
 import type { ConsumerAdmin, DeadLetterAdmin, SubscribeOptions, Subscription } from '../core/subscription.js';
 import { prepareAppend, validateLimit, validatePosition, validateStreamName } from '../core/validation.js';
 import { AppendListeners } from '../core/appendListeners.js';
@@ -21,6 +24,8 @@ export interface MemoryStoreOptions {
   /** Input limits; unset fields keep their defaults. */
   limits?: Partial<StoreLimits>;
 }
+
+const MEMORY_STORE_OPTION_KEYS = { limits: true } as const satisfies KnownKeys<MemoryStoreOptions>;
 
 interface Stored {
   event: RecordedEvent;
@@ -45,7 +50,8 @@ export class MemoryEventStore implements EventStore {
   readonly deadLetters: DeadLetterAdmin = this.subscriptions.deadLetters;
 
   constructor(options: MemoryStoreOptions = {}) {
-    this.limits = { ...DEFAULT_LIMITS, ...options.limits };
+    checkKnownKeys(options, MEMORY_STORE_OPTION_KEYS, '');
+    this.limits = resolveStoreLimits(options.limits);
   }
 
   async append(stream: string, events: NewEvent[], options: AppendOptions = {}): Promise<AppendResult> {
@@ -55,7 +61,7 @@ export class MemoryEventStore implements EventStore {
   private appendNow(stream: string, events: NewEvent[], options: AppendOptions): AppendResult {
     this.assertOpen();
     const prepared = prepareAppend(stream, events, this.limits);
-    const expected = parseExpectedVersion(options.expectedVersion, 'expectedVersion');
+    const expected = appendExpectation(options);
     const existing = new Map<string, ExistingEvent>();
     for (const e of prepared) {
       const old = this.byId.get(e.id);
@@ -103,6 +109,7 @@ export class MemoryEventStore implements EventStore {
   }
 
   async *readStream(stream: string, options: ReadStreamOptions = {}): AsyncGenerator<RecordedEvent> {
+    checkKnownKeys(options, READ_STREAM_OPTION_KEYS, 'options');
     validateStreamName(stream);
     const from = options.fromVersion === undefined ? 1 : validatePosition(options.fromVersion, 'fromVersion');
     const limit = validateLimit(options.limit);
@@ -117,6 +124,7 @@ export class MemoryEventStore implements EventStore {
   }
 
   async *readAll(options: ReadAllOptions = {}): AsyncGenerator<RecordedEvent> {
+    checkKnownKeys(options, READ_ALL_OPTION_KEYS, 'options');
     const after = options.after === undefined ? 0 : validatePosition(options.after, 'after');
     const filter = normalizeFilter(options.filter);
     const limit = validateLimit(options.limit);

@@ -2,7 +2,7 @@ import type { Pool } from 'pg';
 import type { AppendOptions } from '../core/eventStore.js';
 import type { AppendResult, NewEvent } from '../core/event.js';
 import { WrongExpectedVersionError } from '../core/errors.js';
-import { parseExpectedVersion } from '../core/expectedVersion.js';
+import { appendExpectation } from '../core/expectedVersion.js';
 import { resolveIdempotentAppend, type ExistingEvent } from '../core/idempotency.js';
 import type { StoreLimits } from '../core/limits.js';
 import { prepareAppend, type PreparedEvent } from '../core/validation.js';
@@ -39,7 +39,7 @@ export async function appendEvents(
   options: AppendOptions = {},
 ): Promise<AppendResult> {
   const prepared = prepareAppend(stream, events, ctx.limits);
-  const expected = parseExpectedVersion(options.expectedVersion, 'expectedVersion');
+  const expected = appendExpectation(options);
   let outcomeUnknown = false;
   return withReconnect(
     async (): Promise<AppendResult> => {

@@ -1,4 +1,5 @@
 import { IdemError, StorageFullError } from '../core/errors.js';
+import type { KnownKeys } from '../core/knownKeys.js';
 
 /** SQLSTATE classes and codes after which the same statement may succeed on a new connection. */
 const RETRYABLE_CODES = new Set([
@@ -57,6 +58,11 @@ export interface RetryOptions {
   /** Wait before the second try; it doubles each time up to 1 s. @default 20 */
   initialDelayMs?: number;
 }
+
+export const RETRY_OPTION_KEYS = {
+  attempts: true,
+  initialDelayMs: true,
+} as const satisfies KnownKeys<RetryOptions>;
 
 /**
  * Runs `op`, and runs it again (after a short, growing wait) when it fails with a connection fault,

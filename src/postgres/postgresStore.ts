@@ -1,19 +1,27 @@
 import type { Client, Pool } from 'pg';
-import type { AppendOptions, EventStore, ReadAllOptions, ReadStreamOptions } from '../core/eventStore.js';
+import {
+  READ_ALL_OPTION_KEYS,
+  READ_STREAM_OPTION_KEYS,
+  type AppendOptions,
+  type EventStore,
+  type ReadAllOptions,
+  type ReadStreamOptions,
+} from '../core/eventStore.js';
+import { checkKnownKeys, type KnownKeys } from '../core/knownKeys.js';
 import type { AppendResult, NewEvent, RecordedEvent } from '../core/event.js';
-import { ClosedError, InvalidInputError } from '../core/errors.js';
+import { ClosedError, InvalidInputError, StoreNotFoundError } from '../core/errors.js';
 import { filterKey, normalizeFilter, type EventFilter } from '../core/filter.js';
-import { DEFAULT_LIMITS, type StoreLimits } from '../core/limits.js';
+import { resolveStoreLimits, type StoreLimits } from '../core/limits.js';
 import type { ConsumerAdmin, DeadLetterAdmin, SubscribeOptions, Subscription } from '../core/subscription.js';
 import { validateLimit, validatePosition, validateStreamName } from '../core/validation.js';
 import { AppendBatcher } from './appendBatcher.js';
 import { appendEvents } from './appendEvents.js';
 import { AppendNotifier } from './appendNotifier.js';
-import { withReconnect, type RetryOptions } from './connectionFaults.js';
+import { RETRY_OPTION_KEYS, withReconnect, type RetryOptions } from './connectionFaults.js';
 import { guardPool } from './checkout.js';
 import { EVENT_TUPLE_COLUMNS, filterSql, tuplesToRecordedEvents, type PgEventTuple } from './eventRows.js';
 import { loadPg } from './loadPg.js';
-import { EVENT_STORE_MIGRATIONS, runPgMigrations, type PgMigration } from './migrations.js';
+import { currentVersion, EVENT_STORE_MIGRATIONS, runPgMigrations, type PgMigration } from './migrations.js';
 import { SUBSCRIPTION_MIGRATIONS } from './subscriptionSchema.js';
 import { PgSubscriptionState } from './subscriptionState.js';
 import { SubscriptionService } from '../subscriptions/subscriptionService.js';
@@ -36,7 +44,25 @@ export interface PostgresStoreOptions {
   retry?: RetryOptions;
   /** How often the head is polled while the LISTEN connection is down. @default 250 */
   pollIntervalMs?: number;
+  /**
+   * Create the schema and the store's tables when they do not exist. With `false`, a schema without
+   * them fails with `not_found` ("no idem store in schema X of DATABASE"), and nothing is created:
+   * for tools that only read. @default true
+   */
+  create?: boolean;
 }
+
+const POSTGRES_STORE_OPTION_KEYS = {
+  connectionString: true,
+  pool: true,
+  schema: true,
+  limits: true,
+  poolSize: true,
+  pageSize: true,
+  retry: true,
+  pollIntervalMs: true,
+  create: true,
+} as const satisfies KnownKeys<PostgresStoreOptions>;
 
 /**
  * The PostgreSQL event store. Positions come from a single-row allocator locked until commit, so
@@ -116,6 +142,7 @@ export class PostgresEventStore implements EventStore {
   }
 
   async *readStream(stream: string, options: ReadStreamOptions = {}): AsyncGenerator<RecordedEvent> {
+    checkKnownKeys(options, READ_STREAM_OPTION_KEYS, 'options');
     validateStreamName(stream);
     let from = options.fromVersion === undefined ? 1 : validatePosition(options.fromVersion, 'fromVersion');
     let remaining = validateLimit(options.limit) ?? Infinity;
@@ -134,6 +161,7 @@ export class PostgresEventStore implements EventStore {
   }
 
   async *readAll(options: ReadAllOptions = {}): AsyncGenerator<RecordedEvent> {
+    checkKnownKeys(options, READ_ALL_OPTION_KEYS, 'options');
     let after = options.after === undefined ? 0 : validatePosition(options.after, 'after');
     const filter = normalizeFilter(options.filter);
     let remaining = validateLimit(options.limit) ?? Infinity;
@@ -247,13 +275,22 @@ export const STORE_MIGRATIONS: readonly PgMigration[] = [
   ...SUBSCRIPTION_MIGRATIONS,
 ];
 
+/** Refuses a schema without the store's tables: `create: false` must not create them. */
+async function requireStoreSchema(pool: Pool, schema: string): Promise<void> {
+  if ((await currentVersion({ pool, schema })) > 0) return;
+  const r = await pool.query<{ db: string }>('SELECT current_database() AS db');
+  const database = r.rows[0]?.db ?? '?';
+  throw new StoreNotFoundError(`no idem store in schema ${schema} of ${database}`, { schema, database });
+}
+
 /**
  * Opens the PostgreSQL event store: loads `pg`, connects, and brings the schema up to date (safe when
  * several processes open the same schema at once).
  */
 export async function openPostgresStore(options: PostgresStoreOptions): Promise<PostgresEventStore> {
-  if (options === null || typeof options !== 'object')
-    throw new InvalidInputError('options', 'must be an object');
+  if (options === undefined) throw new InvalidInputError('options', 'must be an object');
+  checkKnownKeys(options, POSTGRES_STORE_OPTION_KEYS, '');
+  checkKnownKeys(options.retry, RETRY_OPTION_KEYS, 'retry');
   const { connectionString, pool: givenPool } = options;
   if ((connectionString === undefined) === (givenPool === undefined)) {
     throw new InvalidInputError('connectionString', 'give exactly one of connectionString or pool');
@@ -271,18 +308,22 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
   const pageSize = options.pageSize ?? 500;
   if (!Number.isSafeInteger(pageSize) || pageSize < 1)
     throw new InvalidInputError('pageSize', 'must be an integer >= 1');
+  const create = options.create ?? true;
+  if (typeof create !== 'boolean') throw new InvalidInputError('create', 'must be a boolean');
+  const limits = resolveStoreLimits(options.limits);
   const pg = await loadPg();
   const pool = givenPool ?? new pg.Pool({ connectionString, max: poolSize });
   guardPool(pool);
   const clientConfig = givenPool ? givenPool.options : { connectionString };
   const store = new PostgresEventStore(pool, givenPool === undefined, () => new pg.Client(clientConfig), {
     schema,
-    limits: { ...DEFAULT_LIMITS, ...options.limits },
+    limits,
     retry: options.retry ?? {},
     pageSize,
     ...(options.pollIntervalMs === undefined ? {} : { pollIntervalMs: options.pollIntervalMs }),
   });
   try {
+    if (!create) await withReconnect(() => requireStoreSchema(pool, schema), options.retry);
     await withReconnect(() => runPgMigrations({ pool, schema }, STORE_MIGRATIONS), options.retry);
   } catch (err) {
     await store.close();

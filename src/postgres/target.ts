@@ -8,6 +8,7 @@ import type {
 } from '../core/consumerTarget.js';
 import { ClosedError, InvalidInputError } from '../core/errors.js';
 import { DEFAULT_SCHEMA, quoteSchema, validateSchemaName } from './schemaName.js';
+import { checkKnownKeys, type KnownKeys } from '../core/knownKeys.js';
 import { migrateTarget } from './targetMigrations.js';
 import { PostgresOutbox } from './targetOutbox.js';
 
@@ -15,6 +16,8 @@ export interface PostgresTargetOptions {
   /** The schema of the target's tables (ledger, checkpoints, entity versions, counters). @default 'idem' */
   schema?: string;
 }
+
+const POSTGRES_TARGET_OPTION_KEYS = { schema: true } as const satisfies KnownKeys<PostgresTargetOptions>;
 
 /** The target's SQL for one schema, as named (server-side prepared) statements. */
 class TargetSql {
@@ -176,6 +179,7 @@ export class PostgresTarget implements ConsumerTarget<PoolClient> {
     if (!pool || typeof (pool as Partial<Pool>).connect !== 'function') {
       throw new InvalidInputError('pool', 'must be a pg Pool');
     }
+    checkKnownKeys(options, POSTGRES_TARGET_OPTION_KEYS, 'options');
     this.schema = validateSchemaName(options.schema ?? DEFAULT_SCHEMA, 'schema');
     guardPool(pool);
     this.sql = new TargetSql(this.schema);

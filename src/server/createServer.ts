@@ -5,6 +5,7 @@ import websocket from '@fastify/websocket';
 import type { Registry } from 'prom-client';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyServerOptions } from 'fastify';
 import { IdemError, InvalidInputError } from '../core/errors.js';
+import { checkKnownKeys, type KnownKeys } from '../core/knownKeys.js';
 import type { EventStore } from '../core/eventStore.js';
 import { requireScope } from './access.js';
 import { DEFAULT_SERVER_LIMITS, type RouteContext, type ServerLimits } from './context.js';
@@ -44,6 +45,18 @@ export interface ServerOptions {
   migrationStatus?: () => MigrationStatus | Promise<MigrationStatus>;
 }
 
+export const SERVER_OPTION_KEYS = {
+  store: true,
+  tokens: true,
+  limits: true,
+  logger: true,
+  closeStore: true,
+  heartbeatMs: true,
+  silenceMs: true,
+  metricsRegistries: true,
+  migrationStatus: true,
+} as const satisfies KnownKeys<ServerOptions>;
+
 export interface IdemServer {
   readonly app: FastifyInstance;
   readonly tokens: TokenRegistry;
@@ -53,6 +66,10 @@ export interface IdemServer {
 }
 
 export async function createServer(options: ServerOptions): Promise<IdemServer> {
+  if (options === undefined) throw new InvalidInputError('options', 'must be an object');
+  checkKnownKeys(options, SERVER_OPTION_KEYS, '');
+  // The defaults name every limit.
+  checkKnownKeys(options.limits, DEFAULT_SERVER_LIMITS, 'limits');
   const { store } = options;
   if (!store) throw new IdemError('invalid_input', 'store: is required', { field: 'store' });
   const storeLimits = (store as { limits?: Partial<ServerLimits> }).limits ?? {};

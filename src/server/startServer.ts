@@ -1,7 +1,8 @@
 /** Starts the server on a TCP port. Refuses a non-loopback address unless tokens are configured. */
 import { isIP } from 'node:net';
-import { IdemError } from '../core/errors.js';
-import { createServer, type IdemServer, type ServerOptions } from './createServer.js';
+import { IdemError, InvalidInputError } from '../core/errors.js';
+import { checkKnownKeys, type KnownKeys } from '../core/knownKeys.js';
+import { createServer, SERVER_OPTION_KEYS, type IdemServer, type ServerOptions } from './createServer.js';
 
 export interface StartServerOptions extends ServerOptions {
   /** @default '127.0.0.1' */
@@ -9,6 +10,12 @@ export interface StartServerOptions extends ServerOptions {
   /** `0` picks a free port. @default 4680 */
   port?: number;
 }
+
+const START_SERVER_OPTION_KEYS = {
+  ...SERVER_OPTION_KEYS,
+  host: true,
+  port: true,
+} as const satisfies KnownKeys<StartServerOptions>;
 
 export interface RunningServer extends IdemServer {
   /** The base URL, e.g. `http://127.0.0.1:4680`. */
@@ -24,6 +31,8 @@ export function isLoopback(host: string): boolean {
 }
 
 export async function startServer(options: StartServerOptions): Promise<RunningServer> {
+  if (options === undefined) throw new InvalidInputError('options', 'must be an object');
+  checkKnownKeys(options, START_SERVER_OPTION_KEYS, '');
   const host = options.host ?? '127.0.0.1';
   const port = options.port ?? 4680;
   if (!Number.isInteger(port) || port < 0 || port > 65535) {
@@ -32,7 +41,8 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
       rule: 'must be an integer 0-65535',
     });
   }
-  const server = await createServer(options);
+  const { host: _host, port: _port, ...serverOptions } = options;
+  const server = await createServer(serverOptions);
   if (!isLoopback(host) && !server.tokens.enabled) {
     await server.close();
     throw new IdemError(

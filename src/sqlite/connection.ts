@@ -35,16 +35,23 @@ export function retryWhileBusy<T>(fn: () => T, timeoutMs: number): T {
 export interface OpenOptions {
   durability: 'full' | 'normal';
   busyTimeoutMs: number;
+  /**
+   * Given, the file must exist already (nothing is created), and this runs on the new connection
+   * before any setting is written, so a file it refuses (by throwing) is left exactly as it was.
+   */
+  existing?: (db: Database.Database) => void;
 }
 
 /**
- * Opens (and creates, with its directory) a database file in WAL mode with the given durability.
- * Closes the connection again if a setting cannot be applied.
+ * Opens (and creates, with its directory, unless `existing` is given) a database file in WAL mode
+ * with the given durability. Closes the connection again if a setting cannot be applied.
  */
 export function openDatabase(path: string, options: OpenOptions): Database.Database {
-  if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
-  const db = new Database(path, { timeout: options.busyTimeoutMs });
+  const { existing } = options;
+  if (path !== ':memory:' && existing === undefined) mkdirSync(dirname(path), { recursive: true });
+  const db = new Database(path, { timeout: options.busyTimeoutMs, fileMustExist: existing !== undefined });
   try {
+    if (existing) retryWhileBusy(() => existing(db), options.busyTimeoutMs);
     retryWhileBusy(() => {
       db.pragma('journal_mode = WAL');
       db.pragma(`synchronous = ${options.durability === 'full' ? 'FULL' : 'NORMAL'}`);

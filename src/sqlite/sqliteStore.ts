@@ -1,18 +1,27 @@
+import { existsSync } from 'node:fs';
 import type Database from 'better-sqlite3';
 import { AppendListeners } from '../core/appendListeners.js';
-import type { AppendOptions, EventStore, ReadAllOptions, ReadStreamOptions } from '../core/eventStore.js';
+import {
+  READ_ALL_OPTION_KEYS,
+  READ_STREAM_OPTION_KEYS,
+  type AppendOptions,
+  type EventStore,
+  type ReadAllOptions,
+  type ReadStreamOptions,
+} from '../core/eventStore.js';
+import { checkKnownKeys, type KnownKeys } from '../core/knownKeys.js';
 import type { AppendResult, NewEvent, RecordedEvent } from '../core/event.js';
-import { ClosedError, InvalidInputError } from '../core/errors.js';
-import { parseExpectedVersion } from '../core/expectedVersion.js';
+import { ClosedError, InvalidInputError, StoreNotFoundError } from '../core/errors.js';
+import { appendExpectation } from '../core/expectedVersion.js';
 import { filterKey, normalizeFilter, type EventFilter } from '../core/filter.js';
-import { DEFAULT_LIMITS, type StoreLimits } from '../core/limits.js';
+import { resolveStoreLimits, type StoreLimits } from '../core/limits.js';
 import type { ConsumerAdmin, DeadLetterAdmin, SubscribeOptions, Subscription } from '../core/subscription.js';
 import { prepareAppend, validateLimit, validatePosition, validateStreamName } from '../core/validation.js';
 import { SubscriptionService } from '../subscriptions/subscriptionService.js';
 import { SqliteSubscriptionState } from './subscriptionState.js';
 import { AppendBatcher } from './appendBatcher.js';
 import { EVENT_COLUMNS, filterSql, tuplesToRecordedEvents, type EventTuple } from './eventRows.js';
-import { runMigrations, STORE_MIGRATIONS } from './migrations.js';
+import { runMigrations, schemaVersion, STORE_MIGRATIONS } from './migrations.js';
 import { openDatabase, retryWhileBusy } from './connection.js';
 
 /**
@@ -33,7 +42,22 @@ export interface SqliteStoreOptions {
   busyTimeoutMs?: number;
   /** Events fetched per page by `readAll`/`readStream`. @default 500 */
   readPageSize?: number;
+  /**
+   * Create the file (and its directory) and the store's tables when they do not exist. With `false`,
+   * a path holding no idem store fails with `not_found` ("no store at PATH"), and nothing is
+   * created or changed: for tools that only read. @default true
+   */
+  create?: boolean;
 }
+
+const SQLITE_STORE_OPTION_KEYS = {
+  path: true,
+  durability: true,
+  limits: true,
+  busyTimeoutMs: true,
+  readPageSize: true,
+  create: true,
+} as const satisfies KnownKeys<SqliteStoreOptions>;
 
 /**
  * The embedded event store: one SQLite file in WAL mode, shared safely by several processes.
@@ -59,6 +83,8 @@ export class SqliteEventStore implements EventStore {
   readonly deadLetters: DeadLetterAdmin;
 
   constructor(options: SqliteStoreOptions) {
+    if (options === undefined) throw new InvalidInputError('options', 'must be an object');
+    checkKnownKeys(options, SQLITE_STORE_OPTION_KEYS, '');
     if (typeof options.path !== 'string' || options.path.length === 0) {
       throw new InvalidInputError('path', 'must be a non-empty file path');
     }
@@ -68,10 +94,18 @@ export class SqliteEventStore implements EventStore {
     }
     this.path = options.path;
     this.durability = durability;
-    this.limits = { ...DEFAULT_LIMITS, ...options.limits };
+    const create = options.create ?? true;
+    if (typeof create !== 'boolean') throw new InvalidInputError('create', 'must be a boolean');
+    this.limits = resolveStoreLimits(options.limits);
     this.pageSize = validateLimit(options.readPageSize, 'readPageSize') ?? 500;
     const busyTimeoutMs = options.busyTimeoutMs ?? 10_000;
-    this.db = openDatabase(options.path, { durability, busyTimeoutMs });
+    const path = options.path;
+    if (!create && (path === ':memory:' || !existsSync(path))) throw noStoreAt(path);
+    this.db = openDatabase(path, {
+      durability,
+      busyTimeoutMs,
+      ...(create ? {} : { existing: (db: Database.Database) => requireStoreTables(db, path) }),
+    });
     try {
       retryWhileBusy(() => runMigrations(this.db, STORE_MIGRATIONS), busyTimeoutMs);
     } catch (err) {
@@ -90,7 +124,7 @@ export class SqliteEventStore implements EventStore {
     try {
       this.assertOpen();
       const prepared = prepareAppend(stream, events, this.limits);
-      const expected = parseExpectedVersion(options.expectedVersion, 'expectedVersion');
+      const expected = appendExpectation(options);
       return this.batcher.enqueue(stream, prepared, expected);
     } catch (err) {
       return Promise.reject(err instanceof Error ? err : new Error(String(err)));
@@ -98,6 +132,7 @@ export class SqliteEventStore implements EventStore {
   }
 
   async *readStream(stream: string, options: ReadStreamOptions = {}): AsyncGenerator<RecordedEvent> {
+    checkKnownKeys(options, READ_STREAM_OPTION_KEYS, 'options');
     validateStreamName(stream);
     let from = options.fromVersion === undefined ? 1 : validatePosition(options.fromVersion, 'fromVersion');
     let remaining = validateLimit(options.limit) ?? Infinity;
@@ -119,6 +154,7 @@ export class SqliteEventStore implements EventStore {
   }
 
   async *readAll(options: ReadAllOptions = {}): AsyncGenerator<RecordedEvent> {
+    checkKnownKeys(options, READ_ALL_OPTION_KEYS, 'options');
     let after = options.after === undefined ? 0 : validatePosition(options.after, 'after');
     const filter = normalizeFilter(options.filter);
     let remaining = validateLimit(options.limit) ?? Infinity;
@@ -212,7 +248,16 @@ export class SqliteEventStore implements EventStore {
   }
 }
 
-/** Opens (creating and migrating when needed) an embedded store file. */
+function noStoreAt(path: string): StoreNotFoundError {
+  return new StoreNotFoundError(`no store at ${path}`, { path });
+}
+
+/** Refuses a file without the store's tables: `create: false` must not turn another file into a store. */
+function requireStoreTables(db: Database.Database, path: string): void {
+  if (schemaVersion(db) === 0) throw noStoreAt(path);
+}
+
+/** Opens (creating and migrating when needed, unless `create: false`) an embedded store file. */
 export async function openSqliteStore(options: SqliteStoreOptions): Promise<SqliteEventStore> {
   return new SqliteEventStore(options);
 }

@@ -6,6 +6,7 @@ import type {
   TargetTransaction,
 } from '../core/consumerTarget.js';
 import { ClosedError, InvalidInputError } from '../core/errors.js';
+import { checkKnownKeys, type KnownKeys } from '../core/knownKeys.js';
 import { runMigrations } from './migrations.js';
 import { openDatabase, retryWhileBusy } from './connection.js';
 import { LEDGER_OF_CONSUMER } from './ledgerSql.js';
@@ -19,6 +20,11 @@ export interface SqliteTargetOptions {
   /** How long a transaction waits for another connection's write lock, in ms (own connection only). @default 10000 */
   busyTimeoutMs?: number;
 }
+
+const SQLITE_TARGET_OPTION_KEYS = {
+  durability: true,
+  busyTimeoutMs: true,
+} as const satisfies KnownKeys<SqliteTargetOptions>;
 
 type Statement = Database.Statement<unknown[], unknown>;
 
@@ -216,6 +222,7 @@ export class SqliteTarget implements ConsumerTarget<Database.Database> {
   private closed = false;
 
   constructor(pathOrDatabase: string | Database.Database, options: SqliteTargetOptions = {}) {
+    checkKnownKeys(options, SQLITE_TARGET_OPTION_KEYS, 'options');
     this.busyTimeoutMs = options.busyTimeoutMs ?? 10_000;
     if (typeof pathOrDatabase === 'string') {
       if (pathOrDatabase.length === 0) throw new InvalidInputError('path', 'must be a non-empty file path');

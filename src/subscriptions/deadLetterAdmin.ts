@@ -1,6 +1,16 @@
 import { hostname, userInfo } from 'node:os';
 import { InvalidInputError, NotFoundError } from '../core/errors.js';
-import type { DeadLetter, DeadLetterAdmin, DeadLetterSelector } from '../core/subscription.js';
+import { checkKnownKeys } from '../core/knownKeys.js';
+import {
+  DEAD_LETTER_LIST_OPTION_KEYS,
+  DEAD_LETTER_SELECTOR_KEYS,
+  DEAD_LETTER_SKIP_OPTION_KEYS,
+  type DeadLetter,
+  type DeadLetterAdmin,
+  type DeadLetterListOptions,
+  type DeadLetterSelector,
+  type DeadLetterSkipOptions,
+} from '../core/subscription.js';
 import { validateConsumerName, validateStreamName } from '../core/validation.js';
 import type { DeadLetterRecord, SubscriptionStateBackend } from './stateBackend.js';
 
@@ -11,7 +21,8 @@ export class EngineDeadLetterAdmin implements DeadLetterAdmin {
     private readonly changed: () => void,
   ) {}
 
-  async list(consumer: string, options: { all?: boolean } = {}): Promise<DeadLetter[]> {
+  async list(consumer: string, options: DeadLetterListOptions = {}): Promise<DeadLetter[]> {
+    checkKnownKeys(options, DEAD_LETTER_LIST_OPTION_KEYS, 'options');
     await this.existing(consumer);
     if (options.all !== undefined && typeof options.all !== 'boolean')
       throw new InvalidInputError('all', 'must be a boolean');
@@ -26,7 +37,12 @@ export class EngineDeadLetterAdmin implements DeadLetterAdmin {
     return n;
   }
 
-  async skip(consumer: string, selector: DeadLetterSelector, options: { by?: string } = {}): Promise<number> {
+  async skip(
+    consumer: string,
+    selector: DeadLetterSelector,
+    options: DeadLetterSkipOptions = {},
+  ): Promise<number> {
+    checkKnownKeys(options, DEAD_LETTER_SKIP_OPTION_KEYS, 'options');
     await this.existing(consumer);
     const by = options.by ?? defaultActor();
     if (typeof by !== 'string' || by.length === 0 || by.length > 200) {
@@ -47,6 +63,7 @@ function checkSelector(selector: unknown): DeadLetterSelector {
   if (selector === null || typeof selector !== 'object') {
     throw new InvalidInputError('selector', 'must be { stream } or { id }');
   }
+  checkKnownKeys(selector, DEAD_LETTER_SELECTOR_KEYS, 'selector');
   const s = selector as Record<string, unknown>;
   if ('stream' in s && !('id' in s)) return { stream: validateStreamName(s.stream, 'selector.stream') };
   if ('id' in s && !('stream' in s)) {

@@ -1,5 +1,6 @@
 import { InvalidInputError } from '../core/errors.js';
-import type { FailureInfo, ParkInfo } from '../core/subscription.js';
+import { checkKnownKeys } from '../core/knownKeys.js';
+import { FAILURE_INFO_KEYS, PARK_INFO_KEYS, type FailureInfo, type ParkInfo } from '../core/subscription.js';
 
 type ErrorInfo = NonNullable<ParkInfo['error']>;
 
@@ -29,6 +30,7 @@ function errorInfo(value: unknown, field: string): ErrorInfo {
 /** Checks `park` input; `error` keeps only name, message and stack (an `Error` object works). */
 export function validateParkInfo(info: unknown): ParkInfo {
   if (info === null || typeof info !== 'object') throw new InvalidInputError('info', 'must be an object');
+  checkKnownKeys(info, PARK_INFO_KEYS, 'info');
   const i = info as Record<string, unknown>;
   const out: ParkInfo = { reason: text(i.reason, 'info.reason', true)! };
   if (i.error !== undefined) out.error = errorInfo(i.error, 'info.error');
@@ -44,6 +46,7 @@ export function validateParkInfo(info: unknown): ParkInfo {
 /** Checks `fail` input. */
 export function validateFailureInfo(info: unknown): FailureInfo {
   if (info === null || typeof info !== 'object') throw new InvalidInputError('info', 'must be an object');
+  checkKnownKeys(info, FAILURE_INFO_KEYS, 'info');
   const i = info as Record<string, unknown>;
   const out: FailureInfo = { error: errorInfo(i.error, 'info.error') };
   if (i.event !== undefined) {

@@ -1,7 +1,8 @@
 import { hostname } from 'node:os';
 import { InvalidInputError } from '../core/errors.js';
 import { normalizeFilter, type EventFilter } from '../core/filter.js';
-import type { StartFrom, SubscribeOptions } from '../core/subscription.js';
+import { SUBSCRIBE_OPTION_KEYS, type StartFrom, type SubscribeOptions } from '../core/subscription.js';
+import { checkKnownKeys } from '../core/knownKeys.js';
 import { validateConsumerName } from '../core/validation.js';
 
 /** `SubscribeOptions` checked and with every default filled in. */
@@ -37,9 +38,7 @@ export function resolveSubscribeOptions(
   options: SubscribeOptions | undefined,
 ): ResolvedSubscribeOptions {
   const name = validateConsumerName(consumer);
-  if (options !== undefined && (options === null || typeof options !== 'object')) {
-    throw new InvalidInputError('options', 'must be an object');
-  }
+  checkKnownKeys(options, SUBSCRIBE_OPTION_KEYS, 'options');
   const o = options ?? {};
   const from = o.from ?? 'start';
   if (

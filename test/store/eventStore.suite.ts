@@ -18,6 +18,7 @@ import { expectedVersionTests } from './suite/expectedVersion.js';
 import { idempotencyTests } from './suite/idempotency.js';
 import { largeReadTests, type LargeReadOptions } from './suite/largeReads.js';
 import { readTests } from './suite/reads.js';
+import { unknownOptionTests } from './suite/unknownOptions.js';
 import { validationTests } from './suite/validation.js';
 
 export type { MakeStore, MakeStoreOptions, StoreFixture } from './suite/context.js';
@@ -40,5 +41,6 @@ export function describeEventStore(
     readTests(makeStore);
     largeReadTests(makeStore, options);
     validationTests(makeStore);
+    unknownOptionTests(makeStore);
   });
 }
