@@ -1,6 +1,7 @@
 import type { JetStreamClient, JetStreamManager, PubAck } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { IdemError, InvalidInputError, isIdemError } from '../core/errors.js';
+import { checkKnownKeys, type KnownKeys } from '../core/knownKeys.js';
 import type { RecordedEvent } from '../core/event.js';
 import type { EventStore } from '../core/eventStore.js';
 import type { EventFilter } from '../core/filter.js';
@@ -75,6 +76,27 @@ export interface JetStreamRelay {
   status(): JetStreamRelayStatus;
 }
 
+const RELAY_OPTION_KEYS = {
+  store: true,
+  servers: true,
+  connection: true,
+  stream: true,
+  subject: true,
+  filter: true,
+  name: true,
+  create: true,
+  window: true,
+  batchSize: true,
+  publishTimeoutMs: true,
+  leaseTtlMs: true,
+  onError: true,
+} as const satisfies KnownKeys<JetStreamRelayOptions>;
+const CREATE_KEYS = {
+  storage: true,
+  replicas: true,
+  duplicateWindowMs: true,
+} as const satisfies KnownKeys<RelayStreamCreation>;
+
 const MAX_WINDOW = 10_000;
 const MAX_BATCH = 10_000;
 
@@ -123,6 +145,8 @@ class Relay implements JetStreamRelay {
 
   constructor(private readonly options: JetStreamRelayOptions) {
     if (!options || typeof options !== 'object') throw new InvalidInputError('options', 'must be an object');
+    checkKnownKeys(options, RELAY_OPTION_KEYS, '');
+    if (typeof options.create === 'object') checkKnownKeys(options.create, CREATE_KEYS, 'create');
     if (!options.store) throw new InvalidInputError('store', 'is required');
     if (!options.connection && options.servers === undefined)
       throw new InvalidInputError('servers', 'is required (or give an open connection)');

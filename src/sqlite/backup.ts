@@ -1,6 +1,7 @@
 import { existsSync, renameSync, rmSync } from 'node:fs';
 import Database from 'better-sqlite3';
 import { IdemError } from '../core/errors.js';
+import { checkKnownKeys, type KnownKeys } from '../core/knownKeys.js';
 
 /** Progress of a backup or restore, in database pages. */
 export interface BackupProgress {
@@ -14,6 +15,8 @@ export interface BackupOptions {
   /** Called after each step of the copy. */
   onProgress?: (progress: BackupProgress) => void;
 }
+
+const BACKUP_OPTION_KEYS = { force: true, onProgress: true } as const satisfies KnownKeys<BackupOptions>;
 
 /** What a finished backup or restore holds. */
 export interface BackupResult {
@@ -41,6 +44,7 @@ export async function backupSqliteStore(
   to: string,
   options: BackupOptions = {},
 ): Promise<BackupResult> {
+  checkKnownKeys(options, BACKUP_OPTION_KEYS, '');
   const source = openIdemFile(from, 'the store');
   try {
     return await copyDatabase(source, to, options);
@@ -60,6 +64,7 @@ export async function restoreSqliteStore(
   to: string,
   options: BackupOptions = {},
 ): Promise<BackupResult> {
+  checkKnownKeys(options, BACKUP_OPTION_KEYS, '');
   const source = openIdemFile(backup, 'the backup');
   try {
     checkCopy(source, backup);

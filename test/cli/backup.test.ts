@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { after, before, describe, it } from 'node:test';
 import type { RecordedEvent } from '../../src/core/event.js';
-import { openSqliteStore, type SqliteEventStore } from '../../src/sqlite/index.js';
+import { backupSqliteStore, openSqliteStore, type SqliteEventStore } from '../../src/sqlite/index.js';
 import { tempDir, type TempDir } from '../support/index.js';
 import { idem, json } from './cli.js';
 
@@ -111,5 +111,13 @@ describe('idem backup and idem restore (real processes, SQLite files)', () => {
     const bad = await idem(['restore', notIdem, '--db', dir.file('x.db')]);
     assert.equal(bad.code, 2, bad.stderr);
     assert.match(bad.stderr, /is not an idem store/);
+  });
+
+  it('refuses unknown options of backupSqliteStore, naming the key', async () => {
+    await assert.rejects(
+      backupSqliteStore(source, dir.file('never.db'), { forse: true } as never),
+      /^InvalidInputError: forse: unknown option; did you mean force\?/,
+    );
+    assert.ok(!existsSync(dir.file('never.db')));
   });
 });
