@@ -198,6 +198,25 @@ describe('idem consumers, consumer and dlq on a store with a consumer', () => {
     }
   });
 
+  it('consumers lists a consumer stored with a filter over the limits with its error; show and delete work', async () => {
+    const wide = randomConsumer('wide');
+    await (await store.subscribe(wide)).close();
+    const filter = JSON.stringify({ types: Array.from({ length: 300 }, (_, i) => `t${i}`) });
+    store.db
+      .prepare(`UPDATE idem_consumers SET filter = ?, filter_key = ? WHERE name = ?`)
+      .run(filter, filter, wide);
+    const [list, show] = await Promise.all([
+      idem(['consumers', '--db', db]),
+      idem(['consumer', 'show', wide, '--db', db]),
+    ]);
+    assert.equal(list.code, 0, list.stderr);
+    assert.match(list.stdout, new RegExp(`\\n${wide}\\s+stopped \\(error: invalid_input\\)`));
+    assert.match(list.stdout, new RegExp(`\\n${consumer}\\s`), 'the other consumers still list');
+    assert.equal(show.code, 0, show.stderr);
+    assert.match(show.stdout, /\nerror\s+invalid_input: filter\.types: must have at most 256 entries/);
+    assert.equal((await idem(['consumer', 'delete', wide, '--db', db])).code, 0);
+  });
+
   it('a different filter under the same name exits 3 (consumer_identity_conflict)', async () => {
     const r = await idem(['tail', '--consumer', consumer, '--type', 'something.else', '--db', db]);
     assert.equal(r.code, 3);
