@@ -11,6 +11,7 @@ import { FUZZ_CONSUMER, malformedRequest, type FuzzRequest } from '../../test/se
 import { ScriptRunner } from '../processes.js';
 import { startServerChild, type ServerProcess } from '../serverChildren.js';
 import { emptyBody, type Scenario, type ScenarioBody, type ScenarioContext } from '../types.js';
+import { ASTRAL_STREAM, rssMib, runStoreProbes } from './storeProbes.js';
 
 export const badInputScenario: Scenario = {
   name: 'bad-input-fuzz',
@@ -91,6 +92,7 @@ async function run(ctx: ScenarioContext): Promise<ScenarioBody> {
       { type: 'x', data: [1, 2, 3] },
       { type: 'y', data: null },
     ]);
+    await seedStore.append(ASTRAL_STREAM, [{ type: 'x', data: 'outside the BMP' }]);
     await (await seedStore.subscribe(FUZZ_CONSUMER, { from: 'start' })).close();
   } finally {
     await seedStore.close();
@@ -105,6 +107,7 @@ async function run(ctx: ScenarioContext): Promise<ScenarioBody> {
   const statuses = new Map<number, number>();
   try {
     const url = server.url;
+    const rssBefore = rssMib(server.child.pid);
     const before = await snapshot(url);
     const requests = fc.sample(malformedRequest, { numRuns: httpRuns, seed: ctx.seed });
     let next = 0;
@@ -152,6 +155,8 @@ async function run(ctx: ScenarioContext): Promise<ScenarioBody> {
       wsCloses += r.closedEarly ? 1 : 0;
       problems.push(...r.problems);
     }
+    const probes = await runStoreProbes(url, FUZZ_CONSUMER);
+    problems.push(...probes.problems);
     if (!server.child.running) problems.push(`the server died: ${server.child.stderr.slice(-500)}`);
     const after = await snapshot(url);
     if (after.digest !== before.digest) problems.push('the store changed');
@@ -164,7 +169,11 @@ async function run(ctx: ScenarioContext): Promise<ScenarioBody> {
       `WS error replies ${wsErrors}, connections closed by the server ${wsCloses}`,
     );
     const fivexx = [...statuses].filter(([s]) => s >= 500).reduce((n, [, k]) => n + k, 0);
-    body.notes.push(`5xx ${fivexx}`);
+    body.notes.push(
+      `5xx ${fivexx}`,
+      `${probes.sent} limit probes (leases, batches, filters, control characters, release): ${probes.problems.length} wrong answers`,
+      `server RSS ${rssBefore ?? '?'} MiB before, ${rssMib(server.child.pid) ?? '?'} MiB after`,
+    );
     if (problems.length > 0) body.error = `${problems.length} problems: ${problems.slice(0, 3).join('; ')}`;
     return body;
   } finally {

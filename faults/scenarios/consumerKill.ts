@@ -63,7 +63,7 @@ async function run(ctx: ScenarioContext, backend: Backend): Promise<ScenarioBody
         consumer: CONSUMER,
         filter: FILTER,
         batchSize: 100,
-        leaseTtlMs: 500,
+        leaseTtlMs: 1000,
         standby: true,
         until: 'caught-up' as const,
         ...(fault && fault !== 'timer' ? { killAt: { point: fault, countdown } } : {}),

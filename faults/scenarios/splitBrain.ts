@@ -11,7 +11,7 @@ import { emptyBody, type Scenario, type ScenarioBody, type ScenarioContext } fro
 
 const FILTER = { categories: ['ledger'] };
 const CONSUMER = 'ledger_faults_v1';
-const LEASE_TTL_MS = 600;
+const LEASE_TTL_MS = 1000;
 /** How long a probe waits for a SQLite file's write lock (a commit of the live processes takes milliseconds). */
 const LOCK_PROBE_MS = 1_000;
 

@@ -18,8 +18,20 @@ Examples:
   $ idem consumer show billing_v2
   $ idem consumer reset billing_v2 --to 0      # replay everything (while no subscriber owns it)
   $ idem consumer delete billing_v1            # remove the cursor and dead letters
+  $ idem consumer release billing_v2           # end the lease of an owner that is gone
 
-reset and delete are refused with exit code 3 (consumer_busy) while a subscriber holds the lease.`;
+reset and delete are refused with exit code 3 (consumer_busy) while a subscriber holds the lease.
+release ends that lease at once (the old owner is fenced); an unknown name exits 1 (not_found).`;
+
+const RELEASE_HELP = `
+Ends the consumer's lease now: the owner is cleared and the epoch moves on, so the old owner's next
+renewal, ack or park is refused (fenced) and another subscriber may take the consumer at once.
+For an owner that is gone but whose lease has not run out, or a lease stored with an absurd end.
+A consumer without an owner is left as it is. Exit codes: 0 released, 1 not_found, 2 invalid name.
+
+Example:
+  $ idem consumer release billing_v2
+  $ idem consumer release billing_v2 --url http://127.0.0.1:4500 --token "$ADMIN_TOKEN"`;
 
 export function registerConsumers(program: Command, ctx: CliContext): void {
   withStoreOptions(
@@ -39,7 +51,7 @@ export function registerConsumers(program: Command, ctx: CliContext): void {
           ['NAME', 'STATUS', 'POSITION', 'HEAD', 'LAG', 'LAG_S', 'PARKED', 'OWNER', 'FILTER'],
           list.map((c) => [
             c.name,
-            c.status,
+            c.error ? `${c.status} (error: ${c.error.code})` : c.status,
             String(c.position),
             String(c.head),
             String(c.lag),
@@ -54,7 +66,7 @@ export function registerConsumers(program: Command, ctx: CliContext): void {
 
   const consumer = program
     .command('consumer')
-    .description('show, reset or delete one consumer')
+    .description('show, reset, release or delete one consumer')
     .addHelpText('after', CONSUMER_HELP);
 
   withStoreOptions(
@@ -108,6 +120,22 @@ export function registerConsumers(program: Command, ctx: CliContext): void {
       out.data({ deleted: name });
       out.line(`consumer ${name} deleted`);
     });
+
+  withStoreOptions(
+    consumer.command('release').description("end a consumer's lease now (fences the old owner)"),
+  )
+    .argument('<name>', 'consumer name')
+    .addHelpText('after', RELEASE_HELP)
+    .action(async (name: string, flags: StoreFlags) => {
+      const out = new Output(ctx.io, flags.json === true);
+      const info = await withStore(flags, ctx.env, async (store) => {
+        const n = validateConsumerName(name, '<name>');
+        await store.consumers.release(n);
+        return store.consumers.get(n);
+      });
+      out.data(info);
+      out.line(`consumer ${info.name} released (status ${info.status}, epoch ${info.epoch})`);
+    });
 }
 
 export function describeFilter(f: ConsumerInfo['filter']): string {
@@ -130,6 +158,7 @@ function describeConsumer(c: ConsumerInfo): string {
     `created    ${c.createdAt}`,
     `updated    ${c.updatedAt}`,
   ];
+  if (c.error) lines.push(`error      ${c.error.code}: ${c.error.message}`);
   if (c.lastError)
     lines.push(`last error ${c.lastError.name ? `${c.lastError.name}: ` : ''}${c.lastError.message}`);
   if (c.failedEvent) {

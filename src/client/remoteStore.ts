@@ -192,6 +192,11 @@ export class RemoteEventStore implements EventStore {
         this.assertOpen();
         await this.http.request('DELETE', this.consumerPath(name));
       },
+      release: async (name) => {
+        this.assertOpen();
+        // Safe to repeat: a second release finds no owner and changes nothing.
+        await this.http.request('POST', this.consumerPath(name, '/release'), { retry: true });
+      },
     };
   }
 

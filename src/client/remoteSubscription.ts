@@ -4,7 +4,7 @@
  * the caller, e.g. the consumer runtime, subscribes again and resumes from the acknowledged cursor.
  */
 import WebSocket, { type RawData } from 'ws';
-import { ClosedError, IdemError, InvalidInputError } from '../core/errors.js';
+import { ClosedError, IdemError } from '../core/errors.js';
 import { normalizeFilter } from '../core/filter.js';
 import { checkKnownKeys } from '../core/knownKeys.js';
 import {
@@ -15,7 +15,8 @@ import {
   type Subscription,
   type SubscriptionMessage,
 } from '../core/subscription.js';
-import { validateConsumerName, validatePosition } from '../core/validation.js';
+import { SUBSCRIBE_BOUNDS } from '../core/limits.js';
+import { boundedInt, validateConsumerName, validatePosition } from '../core/validation.js';
 import type { ClientMessage, ServerMessage, SubscribeRequest } from '../server/protocol.js';
 import { errorFromWire } from './errorFromWire.js';
 
@@ -44,10 +45,7 @@ export async function openRemoteSubscription(
   const from = options.from;
   if (from !== undefined && from !== 'start' && from !== 'end') validatePosition(from, 'from');
   for (const key of ['maxInFlight', 'batchSize', 'leaseTtlMs'] as const) {
-    const v = options[key];
-    if (v !== undefined && (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 1)) {
-      throw new InvalidInputError(key, 'must be an integer >= 1');
-    }
+    boundedInt(options[key], key, SUBSCRIBE_BOUNDS[key].min, SUBSCRIBE_BOUNDS[key].max, 0);
   }
   if (options.signal?.aborted) throw new ClosedError(`subscription of consumer "${consumer}"`);
   const request: SubscribeRequest = { type: 'subscribe', sub: SUB, consumer, filter, credit: 0, req: 0 };

@@ -6,7 +6,8 @@ import type { RecordedEvent } from '../core/event.js';
 import type { EventStore } from '../core/eventStore.js';
 import { normalizeFilter, type EventFilter } from '../core/filter.js';
 import type { StartFrom } from '../core/subscription.js';
-import { validateConsumerName } from '../core/validation.js';
+import { MAX_BATCH_SIZE, MAX_IN_FLIGHT, MAX_LEASE_TTL_MS, MIN_LEASE_TTL_MS } from '../core/limits.js';
+import { boundedInt, validateConsumerName } from '../core/validation.js';
 import { normalizeGuards, type Guard, type GuardSet } from './guards.js';
 import {
   resolveConsumerEffects,
@@ -105,12 +106,13 @@ const ERROR_POLICY_KEYS = {
 } as const satisfies KnownKeys<ErrorPolicy>;
 
 export interface BatchOptions {
-  /** Most events in one target transaction once live, and the size of each page read from the source. @default 500 */
+  /** Most events in one target transaction once live, and the size of each page read from the source (1-5000). @default 500 */
   size?: number;
   /**
    * Most events in one target transaction while catching up (from the start of a subscription until
    * the source says it caught up): the pages read are merged, so a long catch-up commits, acks and
    * writes each B-tree page of the target less often. Set it to `size` to commit page by page.
+   * At most 20000.
    * @default the larger of 2000 and `size`
    */
   catchUpSize?: number;
@@ -159,7 +161,7 @@ export interface ConsumerOptions<Tx> {
   standby?: boolean;
   /** Where a new consumer starts. @default 'start' */
   from?: StartFrom;
-  /** Lease time to live of the subscription, in ms. @default the store's (10000) */
+  /** Lease time to live of the subscription, in ms (1000-300000). @default the store's (10000) */
   leaseTtlMs?: number;
   /** A label for this owner shown by `consumers.get`. @default host:pid */
   owner?: string;
@@ -226,14 +228,20 @@ function intOption(value: unknown, field: string, min: number, fallback: number)
 
 /** The default most events per transaction while catching up (see `BatchOptions.catchUpSize`). */
 export const DEFAULT_CATCH_UP_BATCH = 2000;
+/**
+ * The largest `catchUpSize`: the runtime subscribes with room for two catch-up batches and two
+ * deliveries, which stays within the subscription's `MAX_IN_FLIGHT`.
+ */
+export const MAX_CATCH_UP_BATCH = (MAX_IN_FLIGHT - 2 * MAX_BATCH_SIZE) / 2;
 
 function resolveBatch(batch: BatchOptions | undefined): Required<BatchOptions> {
   checkKnownKeys(batch, BATCH_OPTION_KEYS, 'batch');
-  const size = intOption(batch?.size, 'batch.size', 1, 500);
-  const catchUpSize = intOption(
+  const size = boundedInt(batch?.size, 'batch.size', 1, MAX_BATCH_SIZE, 500);
+  const catchUpSize = boundedInt(
     batch?.catchUpSize,
     'batch.catchUpSize',
     1,
+    MAX_CATCH_UP_BATCH,
     Math.max(DEFAULT_CATCH_UP_BATCH, size),
   );
   if (catchUpSize < size)
@@ -290,7 +298,9 @@ export function resolveOptions<Tx>(options: ConsumerOptions<Tx>): ResolvedOption
     throw new InvalidInputError('metrics.registry', 'must be a prom-client Registry');
   }
   const leaseTtlMs =
-    options.leaseTtlMs === undefined ? undefined : intOption(options.leaseTtlMs, 'leaseTtlMs', 100, 0);
+    options.leaseTtlMs === undefined
+      ? undefined
+      : boundedInt(options.leaseTtlMs, 'leaseTtlMs', MIN_LEASE_TTL_MS, MAX_LEASE_TTL_MS, 0);
   if (options.owner !== undefined && typeof options.owner !== 'string')
     throw new InvalidInputError('owner', 'must be a string');
   return {

@@ -1,6 +1,15 @@
 import { InvalidInputError } from './errors.js';
 import { streamCategory } from './event.js';
 import { checkKnownKeys, type KnownKeys } from './knownKeys.js';
+import { MAX_FILTER_ENTRIES, MAX_STREAM_LENGTH, MAX_TYPE_LENGTH } from './limits.js';
+import { textProblem } from './validation.js';
+
+/** Longest entry of each filter list: a type is within the type limit, the others within a stream name. */
+const ENTRY_LENGTH = {
+  types: MAX_TYPE_LENGTH,
+  categories: MAX_STREAM_LENGTH,
+  streamPrefixes: MAX_STREAM_LENGTH,
+};
 
 /**
  * Which events a reader or consumer wants. Empty or missing lists do not constrain.
@@ -19,7 +28,11 @@ const FILTER_KEYS = {
   streamPrefixes: true,
 } as const satisfies KnownKeys<EventFilter>;
 
-/** A filter with sorted, de-duplicated lists and no empty ones; equal filters normalise equally. */
+/**
+ * A filter with sorted, de-duplicated lists and no empty ones; equal filters normalise equally.
+ * Each list holds at most `MAX_FILTER_ENTRIES` entries, each a name within the name limits (no
+ * control characters, no unpaired surrogates).
+ */
 export function normalizeFilter(filter: EventFilter | undefined, field = 'filter'): EventFilter {
   if (filter === undefined || filter === null) return {};
   checkKnownKeys(filter, FILTER_KEYS, field);
@@ -28,10 +41,19 @@ export function normalizeFilter(filter: EventFilter | undefined, field = 'filter
     const list: unknown = filter[key];
     if (list === undefined) continue;
     if (!Array.isArray(list)) throw new InvalidInputError(`${field}.${key}`, 'must be an array of strings');
+    if (list.length > MAX_FILTER_ENTRIES) {
+      throw new InvalidInputError(
+        `${field}.${key}`,
+        `must have at most ${MAX_FILTER_ENTRIES} entries (got ${list.length})`,
+      );
+    }
+    const max = ENTRY_LENGTH[key];
     list.forEach((v, i) => {
-      if (typeof v !== 'string' || v.length === 0 || v.length > 256) {
-        throw new InvalidInputError(`${field}.${key}[${i}]`, 'must be a string of 1-256 characters');
+      if (typeof v !== 'string' || v.length === 0 || v.length > max) {
+        throw new InvalidInputError(`${field}.${key}[${i}]`, `must be a string of 1-${max} characters`);
       }
+      const problem = textProblem(v);
+      if (problem !== null) throw new InvalidInputError(`${field}.${key}[${i}]`, problem);
     });
     const uniq = [...new Set(list as string[])].sort();
     if (uniq.length > 0) out[key] = uniq;

@@ -22,3 +22,31 @@ export const MAX_STREAM_LENGTH = 200;
 export const MAX_TYPE_LENGTH = 256;
 /** Longest consumer name, in characters. Consumer names are `[A-Za-z0-9_.:-]`. */
 export const MAX_CONSUMER_NAME_LENGTH = 128;
+
+/** Most entries in each list of a filter (`types`, `categories`, `streamPrefixes`). */
+export const MAX_FILTER_ENTRIES = 256;
+
+/** Shortest lease accepted, in ms: renewal runs every third of it, so shorter would be mostly heartbeats. */
+export const MIN_LEASE_TTL_MS = 1_000;
+/**
+ * Longest lease accepted, in ms. An owner that dies holds its consumer until the lease runs out, and
+ * the renewal timer (a third of it) stays far below `setInterval`'s limit.
+ */
+export const MAX_LEASE_TTL_MS = 300_000;
+/** Most events in one delivered batch of a subscription. */
+export const MAX_BATCH_SIZE = 5_000;
+/** Most delivered-but-unacknowledged events of a subscription. */
+export const MAX_IN_FLIGHT = 50_000;
+/**
+ * A delivered page ends early once its events' `data` and `metadata` JSON reach this many UTF-8
+ * bytes (a page always holds at least one event), so one frame or batch stays bounded whatever
+ * `batchSize` is.
+ */
+export const MAX_PAGE_BYTES = 4 * 1024 * 1024;
+
+/** The bounds of a subscription's numeric options: checked alike by the engine and the remote client. */
+export const SUBSCRIBE_BOUNDS = {
+  maxInFlight: { min: 1, max: MAX_IN_FLIGHT },
+  batchSize: { min: 1, max: MAX_BATCH_SIZE },
+  leaseTtlMs: { min: MIN_LEASE_TTL_MS, max: MAX_LEASE_TTL_MS },
+} as const;

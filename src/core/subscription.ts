@@ -120,6 +120,11 @@ export interface ConsumerInfo {
   parked: number;
   createdAt: string;
   updatedAt: string;
+  /**
+   * Set when lag and status could not be computed for this consumer (for example a filter stored
+   * before the filter limits); the other fields are its stored state, lag 0.
+   */
+  error?: { code: string; message: string };
 }
 
 export interface ConsumerAdmin {
@@ -130,6 +135,12 @@ export interface ConsumerAdmin {
   reset(name: string, position: number): Promise<void>;
   /** Removes the consumer, its cursor and dead letters. Refused with `consumer_busy` while owned. */
   delete(name: string): Promise<void>;
+  /**
+   * Ends the consumer's lease now, for operators: the owner is cleared and the epoch moves on, so the
+   * old owner's next renewal, ack or park is `fenced`. A consumer with no owner is left as it is.
+   * `not_found` when the consumer does not exist.
+   */
+  release(name: string): Promise<void>;
 }
 
 export type DeadLetterStatus = 'parked' | 'retrying' | 'resolved' | 'skipped';

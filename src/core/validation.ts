@@ -25,7 +25,8 @@ export function validateStreamName(stream: unknown, field = 'stream'): string {
       `must be at most ${MAX_STREAM_LENGTH} characters (got ${stream.length})`,
     );
   }
-  if (hasControl(stream)) throw new InvalidInputError(field, 'must not contain control characters');
+  const problem = textProblem(stream);
+  if (problem !== null) throw new InvalidInputError(field, problem);
   if (stream.trim() !== stream) throw new InvalidInputError(field, 'must not start or end with whitespace');
   return stream;
 }
@@ -57,7 +58,12 @@ export function validateLimit(value: unknown, field = 'limit'): number | undefin
 }
 
 function validateType(type: unknown, index: number): string {
-  if (typeof type === 'string' && type.length > 0 && type.length <= MAX_TYPE_LENGTH && !hasControl(type))
+  if (
+    typeof type === 'string' &&
+    type.length > 0 &&
+    type.length <= MAX_TYPE_LENGTH &&
+    textProblem(type) === null
+  )
     return type;
   const field = `events[${index}].type`;
   if (type === undefined || type === null) throw new InvalidInputError(field, 'is required');
@@ -65,19 +71,56 @@ function validateType(type: unknown, index: number): string {
   if (type.length === 0 || type.length > MAX_TYPE_LENGTH) {
     throw new InvalidInputError(field, `must be 1-${MAX_TYPE_LENGTH} characters`);
   }
-  throw new InvalidInputError(field, 'must not contain control characters');
+  throw new InvalidInputError(field, textProblem(type) ?? 'is invalid');
 }
 
 /**
- * True when `s` contains a control character (C0, DEL or C1), which names refuse: they break logs,
- * terminals and URLs. A loop, cheaper than a regex on short names.
+ * What makes `s` unfit as a name (stream, type, filter value, owner), or null. Names refuse control
+ * characters (C0 including NUL, DEL, C1): they break logs, terminals, URLs and PostgreSQL text. They
+ * refuse unpaired surrogates too: those have no UTF-8 form, so a store would keep U+FFFD instead and
+ * the name read back would differ from the one written. A loop, cheaper than a regex on short names.
  */
-function hasControl(s: string): boolean {
+export function textProblem(s: string): string | null {
   for (let i = 0; i < s.length; i++) {
     const c = s.charCodeAt(i);
-    if (c < 0x20 || (c >= 0x7f && c <= 0x9f)) return true;
+    if (c < 0x20 || (c >= 0x7f && c <= 0x9f)) return 'must not contain control characters';
+    if (c >= 0xd800 && c <= 0xdfff) {
+      const next = s.charCodeAt(i + 1);
+      if (c >= 0xdc00 || !(next >= 0xdc00 && next <= 0xdfff)) {
+        return 'must not contain unpaired surrogates (invalid Unicode)';
+      }
+      i++;
+    }
   }
-  return false;
+  return null;
+}
+
+/**
+ * A free-text label (owner, actor) of 1-`max` characters: any text but control characters and
+ * unpaired surrogates.
+ */
+export function validateLabel(value: unknown, field: string, max = 200): string {
+  if (typeof value !== 'string' || value.length === 0 || value.length > max) {
+    throw new InvalidInputError(field, `must be a string of 1-${max} characters`);
+  }
+  const problem = textProblem(value);
+  if (problem !== null) throw new InvalidInputError(field, problem);
+  return value;
+}
+
+/** An integer option within `[min, max]`, or `fallback` when absent. */
+export function boundedInt(
+  value: unknown,
+  field: string,
+  min: number,
+  max: number,
+  fallback: number,
+): number {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min || value > max) {
+    throw new InvalidInputError(field, `must be an integer from ${min} to ${max}`);
+  }
+  return value;
 }
 
 /** Throws unless `value` is plain JSON; the reason (from `jsonProblem`) is only built then. */

@@ -8,6 +8,7 @@ import type {
   ConsumerState,
   DeadLetterRecord,
   Fenced,
+  ForceReleaseResult,
   ParkRequest,
   ParkResult,
   RegisterResult,
@@ -185,6 +186,18 @@ export class MemorySubscriptionState implements SubscriptionStateBackend {
       return ok({ ok: false, reason: 'busy', owner: row.owner, leaseExpiresAt: row.leaseExpiresAt });
     this.consumers.delete(name);
     this.letters.delete(name);
+    return ok({ ok: true });
+  }
+
+  forceRelease(name: string): Promise<ForceReleaseResult> {
+    const row = this.consumers.get(name);
+    if (!row) return ok({ ok: false, reason: 'not_found' });
+    if (row.owner === null) return ok({ ok: true });
+    row.owner = null;
+    row.leaseExpiresAt = null;
+    row.epoch += 1;
+    if (row.status === 'running') row.status = 'stopped';
+    row.updatedAt = this.iso();
     return ok({ ok: true });
   }
 

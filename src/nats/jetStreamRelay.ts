@@ -2,6 +2,7 @@ import type { JetStreamClient, JetStreamManager, PubAck } from '@nats-io/jetstre
 import type { NatsConnection } from '@nats-io/transport-node';
 import { IdemError, InvalidInputError, isIdemError } from '../core/errors.js';
 import { checkKnownKeys, type KnownKeys } from '../core/knownKeys.js';
+import { MAX_BATCH_SIZE } from '../core/limits.js';
 import type { RecordedEvent } from '../core/event.js';
 import type { EventStore } from '../core/eventStore.js';
 import type { EventFilter } from '../core/filter.js';
@@ -36,7 +37,7 @@ export interface JetStreamRelayOptions {
   create?: RelayStreamCreation | boolean;
   /** Most publishes awaiting their PubAck at once. @default 256 */
   window?: number;
-  /** Events per page read from the store (and published before the cursor moves). @default 500 */
+  /** Events per page read from the store (and published before the cursor moves), at most 5000. @default 500 */
   batchSize?: number;
   /** How long a publish waits for its PubAck before the relay starts over from JetStream's last message. @default 5000 */
   publishTimeoutMs?: number;
@@ -98,7 +99,6 @@ const CREATE_KEYS = {
 } as const satisfies KnownKeys<RelayStreamCreation>;
 
 const MAX_WINDOW = 10_000;
-const MAX_BATCH = 10_000;
 
 /**
  * Publishes every committed event of an idem store (or of a filter), in position order, into a
@@ -157,7 +157,7 @@ class Relay implements JetStreamRelay {
     this.filter = options.filter ?? {};
     this.create = options.create === true ? {} : options.create || undefined;
     this.window = boundedInt(options.window, 'window', 256, MAX_WINDOW);
-    this.batchSize = boundedInt(options.batchSize, 'batchSize', 500, MAX_BATCH);
+    this.batchSize = boundedInt(options.batchSize, 'batchSize', 500, MAX_BATCH_SIZE);
     this.timeoutMs = boundedInt(options.publishTimeoutMs, 'publishTimeoutMs', 5000, 600_000);
   }
 

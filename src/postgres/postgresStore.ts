@@ -13,6 +13,7 @@ import { ClosedError, InvalidInputError, StoreNotFoundError } from '../core/erro
 import { filterKey, normalizeFilter, type EventFilter } from '../core/filter.js';
 import { resolveStoreLimits, type StoreLimits } from '../core/limits.js';
 import type { ConsumerAdmin, DeadLetterAdmin, SubscribeOptions, Subscription } from '../core/subscription.js';
+import { countWithinBytes } from '../core/pageBytes.js';
 import { validateLimit, validatePosition, validateStreamName } from '../core/validation.js';
 import { AppendBatcher } from './appendBatcher.js';
 import { appendEvents } from './appendEvents.js';
@@ -179,31 +180,46 @@ export class PostgresEventStore implements EventStore {
    * Internal (the subscription engine's read, and `readAll`'s pages): up to `limit` events after
    * `after` that match the normalised `filter`, in position order, in one query.
    */
-  async readPage(after: number, filter: EventFilter, limit: number): Promise<RecordedEvent[]> {
+  async readPage(
+    after: number,
+    filter: EventFilter,
+    limit: number,
+    maxBytes?: number,
+  ): Promise<RecordedEvent[]> {
     this.assertOpen();
     const key = filterKey(filter);
     let q = this.pageQueries.get(key);
     if (!q) {
       const sql = filterSql(filter, 3);
       q = {
-        text: `SELECT ${EVENT_TUPLE_COLUMNS} FROM ${this.s}.events WHERE position > $1 AND ${sql.where} ORDER BY position LIMIT $2`,
+        // The last column, the events' JSON bytes, bounds a delivered page (`maxBytes`); json is kept
+        // as text, so it costs no conversion.
+        text: `SELECT ${EVENT_TUPLE_COLUMNS}, octet_length(data::text) + octet_length(metadata::text)
+          FROM ${this.s}.events WHERE position > $1 AND ${sql.where} ORDER BY position LIMIT $2`,
         params: sql.params,
       };
       // A handful of filters per store in practice; the bound keeps one-off filters from growing it.
       if (this.pageQueries.size >= 64) this.pageQueries.clear();
       this.pageQueries.set(key, q);
     }
-    return this.queryEvents(q.text, [after, limit, ...q.params]);
+    return this.queryEvents(q.text, [after, limit, ...q.params], maxBytes);
   }
 
-  /** Runs a read of `EVENT_TUPLE_COLUMNS` (rows as arrays: no object per row to build and drop). */
-  private async queryEvents(text: string, values: unknown[]): Promise<RecordedEvent[]> {
+  /**
+   * Runs a read of `EVENT_TUPLE_COLUMNS` (rows as arrays: no object per row to build and drop). With
+   * `maxBytes`, the query's ninth column is each row's size, and the page ends at that bound.
+   */
+  private async queryEvents(text: string, values: unknown[], maxBytes?: number): Promise<RecordedEvent[]> {
     const r = await withReconnect(
       () => this.pool.query<PgEventTuple>({ text, values, rowMode: 'array' }),
       this.retry,
       this.countFault,
     );
-    return tuplesToRecordedEvents(r.rows);
+    const rows = r.rows;
+    if (maxBytes === undefined) return tuplesToRecordedEvents(rows);
+    const sizeOf = (i: number): number => (rows[i] as unknown as number[])[8]!;
+    const keep = countWithinBytes(rows.length, sizeOf, maxBytes);
+    return tuplesToRecordedEvents(keep < rows.length ? rows.slice(0, keep) : rows);
   }
 
   async headPosition(): Promise<number> {

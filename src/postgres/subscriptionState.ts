@@ -2,6 +2,7 @@ import { checkout } from './checkout.js';
 import { randomUUID } from 'node:crypto';
 import type { Pool } from 'pg';
 import type { RecordedEvent } from '../core/event.js';
+import { isoTime } from '../core/isoTime.js';
 import { filterKey, type EventFilter } from '../core/filter.js';
 import type { DeadLetterSelector, DeadLetterStatus, FailureInfo } from '../core/subscription.js';
 import type {
@@ -11,6 +12,7 @@ import type {
   ConsumerState,
   DeadLetterRecord,
   Fenced,
+  ForceReleaseResult,
   ParkRequest,
   ParkResult,
   RegisterResult,
@@ -106,7 +108,7 @@ export class PgSubscriptionState implements SubscriptionStateBackend {
           ok: true,
           epoch: Number(won.epoch),
           position: Number(won.position),
-          leaseExpiresAt: won.lease_expires_at.toISOString(),
+          leaseExpiresAt: isoTime(won.lease_expires_at),
         };
       }
       const row = await this.row(name);
@@ -120,7 +122,7 @@ export class PgSubscriptionState implements SubscriptionStateBackend {
       `UPDATE ${this.c} SET lease_expires_at = ${TTL('$3')} WHERE name = $1 AND epoch = $2 RETURNING lease_expires_at`,
       [name, epoch, ttlMs],
     );
-    return rows[0] ? { ok: true, leaseExpiresAt: rows[0].lease_expires_at.toISOString() } : this.fenced(name);
+    return rows[0] ? { ok: true, leaseExpiresAt: isoTime(rows[0].lease_expires_at) } : this.fenced(name);
   }
 
   async release(name: string, epoch: number, failure?: FailureInfo): Promise<WriteResult> {
@@ -253,6 +255,18 @@ export class PgSubscriptionState implements SubscriptionStateBackend {
     return faulted && !result.ok && result.reason === 'not_found' ? { ok: true } : result;
   }
 
+  async forceRelease(name: string): Promise<ForceReleaseResult> {
+    // Without an owner the row is only matched (`epoch + 0`), so a repeat after a fault is harmless.
+    const rows = await this.query(
+      `UPDATE ${this.c} SET epoch = epoch + (owner IS NOT NULL)::int, owner = NULL, lease_expires_at = NULL,
+         lease_token = NULL, status = CASE WHEN status = 'running' THEN 'stopped' ELSE status END,
+         updated_at = CASE WHEN owner IS NOT NULL THEN now() ELSE updated_at END
+       WHERE name = $1 RETURNING name`,
+      [name],
+    );
+    return rows.length === 0 ? { ok: false, reason: 'not_found' } : { ok: true };
+  }
+
   async deadLetters(
     name: string,
     options: { all?: boolean; status?: DeadLetterStatus; stream?: string; limit?: number } = {},
@@ -376,7 +390,7 @@ export class PgSubscriptionState implements SubscriptionStateBackend {
 type Query = <R extends object = Record<string, unknown>>(sql: string, params?: unknown[]) => Promise<R[]>;
 
 function iso(d: Date | null): string | null {
-  return d === null ? null : d.toISOString();
+  return d === null ? null : isoTime(d);
 }
 
 function toState(row: ConsumerRow): ConsumerState {
@@ -391,8 +405,8 @@ function toState(row: ConsumerRow): ConsumerState {
     lastError: row.last_error,
     failedEvent: row.failed_event,
     parked: Number(row.parked),
-    createdAt: row.created_at.toISOString(),
-    updatedAt: row.updated_at.toISOString(),
+    createdAt: isoTime(row.created_at),
+    updatedAt: isoTime(row.updated_at),
   };
 }
 
@@ -405,7 +419,7 @@ function toRecord(row: LetterRow): DeadLetterRecord {
     attempts: row.attempts,
     status: row.status,
     behind: row.behind,
-    parkedAt: row.parked_at.toISOString(),
+    parkedAt: isoTime(row.parked_at),
     skippedBy: row.skipped_by,
     skippedAt: iso(row.skipped_at),
   };

@@ -112,8 +112,11 @@ export class ServerMetrics {
     for (const c of consumers) {
       const labels = { consumer: c.name };
       this.consumerPosition.set(labels, c.position);
-      this.consumerLag.set(labels, c.lag);
-      this.consumerLagSeconds.set(labels, c.lagSeconds);
+      // A consumer listed with an error has no known lag: its lag series are left out.
+      if (!c.error) {
+        this.consumerLag.set(labels, c.lag);
+        this.consumerLagSeconds.set(labels, c.lagSeconds);
+      }
       this.consumerParked.set(labels, c.parked);
       this.consumerEpoch.set(labels, c.epoch);
       for (const s of STATUSES)

@@ -95,6 +95,20 @@ export function selectByIds(db: Database.Database, ids: readonly string[]): Even
 }
 
 /**
+ * The length of `s` as SQLite's `substr` counts it: in code points, where a JavaScript length counts
+ * UTF-16 units (a character outside the Basic Multilingual Plane, such as an emoji, is two). Names
+ * have no unpaired surrogates (validation refuses them), so each pair is one code point.
+ */
+function codePoints(s: string): number {
+  let n = s.length;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c >= 0xd800 && c <= 0xdbff) n--;
+  }
+  return n;
+}
+
+/**
  * SQL for a normalised filter, as a condition and its parameters. A category `c` matches the stream
  * `c` and streams starting with `c-`; a category containing `-` matches nothing, since a category is
  * the part of a stream name before its first `-`.
@@ -110,11 +124,11 @@ export function filterSql(filter: EventFilter): { where: string; params: (string
   for (const c of filter.categories ?? []) {
     if (c.includes('-')) continue;
     streamParts.push('stream = ?', 'substr(stream, 1, ?) = ?');
-    params.push(c, c.length + 1, `${c}-`);
+    params.push(c, codePoints(c) + 1, `${c}-`);
   }
   for (const p of filter.streamPrefixes ?? []) {
     streamParts.push('substr(stream, 1, ?) = ?');
-    params.push(p.length, p);
+    params.push(codePoints(p), p);
   }
   const constrainsStreams = (filter.categories?.length ?? 0) + (filter.streamPrefixes?.length ?? 0) > 0;
   if (constrainsStreams) parts.push(streamParts.length > 0 ? `(${streamParts.join(' OR ')})` : '0');

@@ -16,6 +16,7 @@ import { appendExpectation } from '../core/expectedVersion.js';
 import { filterKey, normalizeFilter, type EventFilter } from '../core/filter.js';
 import { resolveStoreLimits, type StoreLimits } from '../core/limits.js';
 import type { ConsumerAdmin, DeadLetterAdmin, SubscribeOptions, Subscription } from '../core/subscription.js';
+import { countWithinBytes } from '../core/pageBytes.js';
 import { prepareAppend, validateLimit, validatePosition, validateStreamName } from '../core/validation.js';
 import { SubscriptionService } from '../subscriptions/subscriptionService.js';
 import { SqliteSubscriptionState } from './subscriptionState.js';
@@ -173,16 +174,16 @@ export class SqliteEventStore implements EventStore {
    * Internal (the subscription engine's read): up to `limit` events after `after` that match the
    * normalised `filter`, in position order, as one array: one query, and no promise per event.
    */
-  readPage(after: number, filter: EventFilter, limit: number): Promise<RecordedEvent[]> {
+  readPage(after: number, filter: EventFilter, limit: number, maxBytes?: number): Promise<RecordedEvent[]> {
     try {
       this.assertOpen();
-      return Promise.resolve(this.page(after, filter, limit));
+      return Promise.resolve(this.page(after, filter, limit, maxBytes));
     } catch (err) {
       return Promise.reject(err instanceof Error ? err : new Error(String(err)));
     }
   }
 
-  private page(after: number, filter: EventFilter, limit: number): RecordedEvent[] {
+  private page(after: number, filter: EventFilter, limit: number, maxBytes?: number): RecordedEvent[] {
     const key = filterKey(filter);
     let q = this.pageQueries.get(key);
     if (!q) {
@@ -197,7 +198,20 @@ export class SqliteEventStore implements EventStore {
       q = { stmt, params: sql.params };
       this.pageQueries.set(key, q);
     }
-    return tuplesToRecordedEvents(q.stmt.all(after, ...q.params, limit) as EventTuple[]);
+    const rows = q.stmt.all(after, ...q.params, limit) as EventTuple[];
+    if (maxBytes === undefined) return tuplesToRecordedEvents(rows);
+    // UTF-8 takes at most 3 bytes per UTF-16 unit: a page whose text is under a third of the bound
+    // (the usual page) is within it without measuring each event.
+    let units = 0;
+    for (const row of rows) units += row[5].length + row[6].length;
+    if (units * 3 <= maxBytes) return tuplesToRecordedEvents(rows);
+    // Measured on the stored JSON text, before parsing: the rows past the bound are never parsed.
+    const keep = countWithinBytes(
+      rows.length,
+      (i) => Buffer.byteLength(rows[i]![5]) + Buffer.byteLength(rows[i]![6]),
+      maxBytes,
+    );
+    return tuplesToRecordedEvents(keep < rows.length ? rows.slice(0, keep) : rows);
   }
 
   async headPosition(): Promise<number> {

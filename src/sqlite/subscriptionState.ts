@@ -1,5 +1,6 @@
 import type Database from 'better-sqlite3';
 import { ClosedError } from '../core/errors.js';
+import { isoTime } from '../core/isoTime.js';
 import type { RecordedEvent } from '../core/event.js';
 import { filterKey, type EventFilter } from '../core/filter.js';
 import type { DeadLetterSelector, DeadLetterStatus, FailureInfo } from '../core/subscription.js';
@@ -10,6 +11,7 @@ import type {
   ConsumerState,
   DeadLetterRecord,
   Fenced,
+  ForceReleaseResult,
   ParkRequest,
   ParkResult,
   RegisterResult,
@@ -104,7 +106,7 @@ export class SqliteSubscriptionState implements SubscriptionStateBackend {
           ok: false,
           reason: 'busy',
           owner: row.owner,
-          leaseExpiresAt: new Date(row.lease_expires_at).toISOString(),
+          leaseExpiresAt: isoTime(row.lease_expires_at),
         };
       }
       const expires = now + ttlMs;
@@ -235,6 +237,18 @@ export class SqliteSubscriptionState implements SubscriptionStateBackend {
     });
   }
 
+  forceRelease(name: string): Promise<ForceReleaseResult> {
+    return this.write((): ForceReleaseResult => {
+      const r = this.sql(
+        `UPDATE idem_consumers SET owner = NULL, lease_expires_at = NULL, epoch = epoch + (owner IS NOT NULL),
+             status = CASE WHEN status = 'running' THEN 'stopped' ELSE status END,
+             updated_at = CASE WHEN owner IS NOT NULL THEN ? ELSE updated_at END
+           WHERE name = ?`,
+      ).run(this.iso(), name);
+      return r.changes === 0 ? { ok: false, reason: 'not_found' } : { ok: true };
+    });
+  }
+
   deadLetters(
     name: string,
     options: { all?: boolean; status?: DeadLetterStatus; stream?: string; limit?: number } = {},
@@ -329,7 +343,7 @@ export class SqliteSubscriptionState implements SubscriptionStateBackend {
           ok: false,
           reason: 'busy',
           owner: row.owner,
-          leaseExpiresAt: new Date(row.lease_expires_at).toISOString(),
+          leaseExpiresAt: isoTime(row.lease_expires_at),
         };
       }
       change();
@@ -395,7 +409,7 @@ function toState(row: ConsumerRow): ConsumerState {
     position: row.position,
     owner: row.owner,
     epoch: row.epoch,
-    leaseExpiresAt: row.lease_expires_at === null ? null : new Date(row.lease_expires_at).toISOString(),
+    leaseExpiresAt: row.lease_expires_at === null ? null : isoTime(row.lease_expires_at),
     status: row.status,
     lastError: row.last_error === null ? null : (JSON.parse(row.last_error) as ConsumerState['lastError']),
     failedEvent:

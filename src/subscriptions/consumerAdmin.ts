@@ -2,7 +2,7 @@ import { ConsumerBusyError, InvalidInputError, NotFoundError } from '../core/err
 import type { ConsumerAdmin, ConsumerInfo } from '../core/subscription.js';
 import { validateConsumerName, validatePosition } from '../core/validation.js';
 import { consumerInfo } from './consumerInfo.js';
-import type { AdminResult, SubscriptionStateBackend } from './stateBackend.js';
+import type { AdminResult, ForceReleaseResult, SubscriptionStateBackend } from './stateBackend.js';
 import type { SubscriptionSource } from './subscriptionSource.js';
 
 /** `consumers.*` over a state backend and the store's reads. */
@@ -41,9 +41,14 @@ export class EngineConsumerAdmin implements ConsumerAdmin {
     validateConsumerName(name, 'name');
     check(name, await this.backend.delete(name));
   }
+
+  async release(name: string): Promise<void> {
+    validateConsumerName(name, 'name');
+    check(name, await this.backend.forceRelease(name));
+  }
 }
 
-function check(name: string, result: AdminResult): void {
+function check(name: string, result: AdminResult | ForceReleaseResult): void {
   if (result.ok) return;
   if (result.reason === 'not_found') throw new NotFoundError('consumer', name);
   throw new ConsumerBusyError(name, result.owner, result.leaseExpiresAt);

@@ -1,3 +1,4 @@
+import { isIdemError } from '../core/errors.js';
 import type { ConsumerInfo, ConsumerStatus } from '../core/subscription.js';
 import type { ConsumerState } from './stateBackend.js';
 import type { SubscriptionSource } from './subscriptionSource.js';
@@ -22,24 +23,19 @@ export async function consumerInfo(
   head: number,
 ): Promise<ConsumerInfo> {
   const now = Date.now();
-  const behind = Math.max(0, head - state.position);
   let lag = 0;
   let lagSeconds = 0;
-  let first = true;
-  if (behind > 0) {
-    const exact = behind <= EXACT_LAG_LIMIT;
-    for await (const e of source.readAll({
-      after: state.position,
-      filter: state.filter,
-      ...(exact ? {} : { limit: 1 }),
-    })) {
-      if (first) {
-        lagSeconds = Math.max(0, (now - Date.parse(e.recordedAt)) / 1000);
-        first = false;
-      }
-      lag++;
-    }
-    if (!exact && lag > 0) lag = behind;
+  let error: ConsumerInfo['error'];
+  try {
+    ({ lag, lagSeconds } = await lagOf(source, state, head, now));
+  } catch (err) {
+    // One consumer whose lag cannot be read (a filter stored before the filter limits, ...) is shown
+    // with its error; the listing and the metrics of the others go on. A store that is down is not
+    // one consumer's problem.
+    if (isIdemError(err, 'closed') || isIdemError(err, 'unavailable')) throw err;
+    error = isIdemError(err)
+      ? { code: err.code, message: err.message }
+      : { code: 'internal', message: err instanceof Error ? err.message : String(err) };
   }
   const live = leaseLive(state, now);
   const status: ConsumerStatus = live
@@ -65,5 +61,30 @@ export async function consumerInfo(
     parked: state.parked,
     createdAt: state.createdAt,
     updatedAt: state.updatedAt,
+    ...(error ? { error } : {}),
   };
+}
+
+/** Matching events after the cursor, counted exactly up to `EXACT_LAG_LIMIT` behind, and the oldest one's age. */
+async function lagOf(
+  source: SubscriptionSource,
+  state: ConsumerState,
+  head: number,
+  now: number,
+): Promise<{ lag: number; lagSeconds: number }> {
+  const behind = Math.max(0, head - state.position);
+  let lag = 0;
+  let lagSeconds = 0;
+  if (behind === 0) return { lag, lagSeconds };
+  const exact = behind <= EXACT_LAG_LIMIT;
+  for await (const e of source.readAll({
+    after: state.position,
+    filter: state.filter,
+    ...(exact ? {} : { limit: 1 }),
+  })) {
+    if (lag === 0) lagSeconds = Math.max(0, (now - Date.parse(e.recordedAt)) / 1000);
+    lag++;
+  }
+  if (!exact && lag > 0) lag = behind;
+  return { lag, lagSeconds };
 }

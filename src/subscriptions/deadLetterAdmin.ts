@@ -11,7 +11,8 @@ import {
   type DeadLetterSelector,
   type DeadLetterSkipOptions,
 } from '../core/subscription.js';
-import { validateConsumerName, validateStreamName } from '../core/validation.js';
+import { normalizeUuid } from '../core/uuid.js';
+import { validateConsumerName, validateLabel, validateStreamName } from '../core/validation.js';
 import type { DeadLetterRecord, SubscriptionStateBackend } from './stateBackend.js';
 
 /** `deadLetters.*` over a state backend. `changed` tells live owners to look for retried entries. */
@@ -44,10 +45,7 @@ export class EngineDeadLetterAdmin implements DeadLetterAdmin {
   ): Promise<number> {
     checkKnownKeys(options, DEAD_LETTER_SKIP_OPTION_KEYS, 'options');
     await this.existing(consumer);
-    const by = options.by ?? defaultActor();
-    if (typeof by !== 'string' || by.length === 0 || by.length > 200) {
-      throw new InvalidInputError('by', 'must be a string of 1-200 characters');
-    }
+    const by = validateLabel(options.by ?? defaultActor(), 'by');
     const n = await this.backend.skip(consumer, checkSelector(selector), by);
     if (n > 0) this.changed();
     return n;
@@ -67,9 +65,10 @@ function checkSelector(selector: unknown): DeadLetterSelector {
   const s = selector as Record<string, unknown>;
   if ('stream' in s && !('id' in s)) return { stream: validateStreamName(s.stream, 'selector.stream') };
   if ('id' in s && !('stream' in s)) {
-    if (typeof s.id !== 'string' || s.id.length === 0)
-      throw new InvalidInputError('selector.id', 'must be an event id');
-    return { id: s.id.toLowerCase() };
+    // Event ids are UUIDs: anything else (control characters included) matches no dead letter.
+    const id = typeof s.id === 'string' ? normalizeUuid(s.id) : null;
+    if (id === null) throw new InvalidInputError('selector.id', 'must be an event id (a UUID)');
+    return { id };
   }
   throw new InvalidInputError('selector', 'must be { stream } or { id }, not both');
 }

@@ -2,12 +2,21 @@ import type { RecordedEvent } from '../core/event.js';
 import type { EventFilter } from '../core/filter.js';
 import { ClosedError, FencedError, InvalidInputError, isIdemError } from '../core/errors.js';
 import type { FailureInfo, ParkInfo, Subscription, SubscriptionMessage } from '../core/subscription.js';
+import { MAX_PAGE_BYTES } from '../core/limits.js';
+import { countWithinBytes } from '../core/pageBytes.js';
 import { validatePosition } from '../core/validation.js';
 import { validateFailureInfo, validateParkInfo } from './parkInfo.js';
 import type { Fenced, SubscriptionStateBackend } from './stateBackend.js';
 import type { ResolvedSubscribeOptions } from './subscribeOptions.js';
 import type { SubscriptionSource } from './subscriptionSource.js';
 import { Wakeup } from './wakeup.js';
+
+/** The longest delay `setInterval` takes; a longer one fires every millisecond instead. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/** The UTF-8 bytes of an event's data and metadata JSON, as a store's `maxEventBytes` measures them. */
+const eventBytes = (e: RecordedEvent): number =>
+  Buffer.byteLength(JSON.stringify(e.data)) + Buffer.byteLength(JSON.stringify(e.metadata));
 
 const yieldToEventLoop = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
 
@@ -89,7 +98,10 @@ export class DurableSubscription implements Subscription {
     this.highestDelivered = position;
     this.blocked = new Set(blockedStreams);
     this.leaseDeadline = Date.now() + options.leaseTtlMs;
-    this.heartbeat = setInterval(() => void this.renew(), Math.max(50, Math.floor(options.leaseTtlMs / 3)));
+    this.heartbeat = setInterval(
+      () => void this.renew(),
+      Math.min(MAX_TIMER_MS, Math.max(50, Math.floor(options.leaseTtlMs / 3))),
+    );
     const signal = options.signal;
     if (signal) {
       const onAbort = (): void => void this.close().catch(() => undefined);
@@ -368,13 +380,17 @@ export class DurableSubscription implements Subscription {
     this.aheadGeneration++;
   }
 
-  /** One page of the log: one query where the source can, else collected from `readAll`. */
+  /**
+   * One page of the log: one query where the source can, else collected from `readAll`. Either way
+   * the page ends early at `MAX_PAGE_BYTES`, so one delivery (one WebSocket frame) stays bounded.
+   */
   private async fetchPage(after: number, filter: EventFilter, limit: number): Promise<RecordedEvent[]> {
     const { source } = this.deps;
-    if (source.readPage) return source.readPage(after, filter, limit);
+    if (source.readPage) return source.readPage(after, filter, limit, MAX_PAGE_BYTES);
     const read: RecordedEvent[] = [];
     for await (const e of source.readAll({ after, filter, limit })) read.push(e);
-    return read;
+    const keep = countWithinBytes(read.length, (i) => eventBytes(read[i]!), MAX_PAGE_BYTES);
+    return keep < read.length ? read.slice(0, keep) : read;
   }
 
   /**

@@ -105,6 +105,8 @@ export interface ParkRequest {
 
 export type ParkResult = { ok: true; parked: boolean; record: DeadLetterRecord | null } | Fenced;
 
+export type ForceReleaseResult = { ok: true } | { ok: false; reason: 'not_found' };
+
 export type AdminResult =
   | { ok: true }
   | { ok: false; reason: 'busy'; owner: string | null; leaseExpiresAt: string | null }
@@ -150,6 +152,11 @@ export interface SubscriptionStateBackend {
   reset(name: string, position: number): Promise<AdminResult>;
   /** Removes the consumer and all its dead letters; refused while a live lease exists. */
   delete(name: string): Promise<AdminResult>;
+  /**
+   * An operator's forced release: when the consumer has an owner, owner and lease cleared, epoch + 1
+   * (so the old owner is fenced), status `stopped` unless `failed`. Nothing changes without an owner.
+   */
+  forceRelease(name: string): Promise<ForceReleaseResult>;
 
   /**
    * The consumer's dead letters in position order: active ones (`parked`, `retrying`), or every row

@@ -3,7 +3,8 @@ import { InvalidInputError } from '../core/errors.js';
 import { normalizeFilter, type EventFilter } from '../core/filter.js';
 import { SUBSCRIBE_OPTION_KEYS, type StartFrom, type SubscribeOptions } from '../core/subscription.js';
 import { checkKnownKeys } from '../core/knownKeys.js';
-import { validateConsumerName } from '../core/validation.js';
+import { SUBSCRIBE_BOUNDS } from '../core/limits.js';
+import { boundedInt, validateConsumerName, validateLabel } from '../core/validation.js';
 
 /** `SubscribeOptions` checked and with every default filled in. */
 export interface ResolvedSubscribeOptions {
@@ -21,15 +22,10 @@ export interface ResolvedSubscribeOptions {
 export const DEFAULT_MAX_IN_FLIGHT = 1000;
 export const DEFAULT_BATCH_SIZE = 500;
 export const DEFAULT_LEASE_TTL_MS = 10_000;
-/** Shortest lease accepted: renewal runs every third of it, so shorter would be mostly heartbeats. */
-export const MIN_LEASE_TTL_MS = 300;
 
-function positiveInt(value: unknown, field: string, fallback: number, min = 1): number {
-  if (value === undefined) return fallback;
-  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min) {
-    throw new InvalidInputError(field, `must be an integer >= ${min}`);
-  }
-  return value;
+function bounded(value: unknown, field: keyof typeof SUBSCRIBE_BOUNDS, fallback: number): number {
+  const { min, max } = SUBSCRIBE_BOUNDS[field];
+  return boundedInt(value, field, min, max, fallback);
 }
 
 /** Validates `subscribe` input; throws `InvalidInputError` naming the field and rule. */
@@ -50,20 +46,15 @@ export function resolveSubscribeOptions(
   }
   if (o.standby !== undefined && typeof o.standby !== 'boolean')
     throw new InvalidInputError('standby', 'must be a boolean');
-  if (
-    o.owner !== undefined &&
-    (typeof o.owner !== 'string' || o.owner.length === 0 || o.owner.length > 200)
-  ) {
-    throw new InvalidInputError('owner', 'must be a string of 1-200 characters');
-  }
+  if (o.owner !== undefined) validateLabel(o.owner, 'owner');
   return {
     consumer: name,
     filter: normalizeFilter(o.filter),
     from,
-    maxInFlight: positiveInt(o.maxInFlight, 'maxInFlight', DEFAULT_MAX_IN_FLIGHT),
-    batchSize: positiveInt(o.batchSize, 'batchSize', DEFAULT_BATCH_SIZE),
+    maxInFlight: bounded(o.maxInFlight, 'maxInFlight', DEFAULT_MAX_IN_FLIGHT),
+    batchSize: bounded(o.batchSize, 'batchSize', DEFAULT_BATCH_SIZE),
     standby: o.standby ?? false,
-    leaseTtlMs: positiveInt(o.leaseTtlMs, 'leaseTtlMs', DEFAULT_LEASE_TTL_MS, MIN_LEASE_TTL_MS),
+    leaseTtlMs: bounded(o.leaseTtlMs, 'leaseTtlMs', DEFAULT_LEASE_TTL_MS),
     owner: o.owner ?? `${hostname()}:${process.pid}`,
     signal: o.signal,
   };

@@ -14,9 +14,10 @@ export interface SubscriptionSource {
   /**
    * Optional fast path for delivery: up to `limit` events after position `after` that match the
    * normalised `filter`, in position order, read as one page (one query) and returned as one array.
-   * Without it the engine collects a page from `readAll`.
+   * With `maxBytes` the page ends early once its events' data and metadata JSON would pass that many
+   * UTF-8 bytes (see `countWithinBytes`). Without it the engine collects a page from `readAll`.
    */
-  readPage?(after: number, filter: EventFilter, limit: number): Promise<RecordedEvent[]>;
+  readPage?(after: number, filter: EventFilter, limit: number, maxBytes?: number): Promise<RecordedEvent[]>;
   /**
    * True when a read waits on I/O (a network round trip): the engine then reads the next page while
    * the consumer processes the current one. Not worth it for a synchronous embedded read.

@@ -159,6 +159,64 @@ describe('idem consumers, consumer and dlq on a store with a consumer', () => {
     }
   });
 
+  it('consumer release ends a live lease (the owner is fenced) so reset works; unknown exits 1, a bad name 2', async () => {
+    const owner = await store.subscribe(consumer, {
+      filter: { categories: [cat] },
+      owner: 'gone-away',
+      leaseTtlMs: 300_000,
+    });
+    try {
+      assert.equal((await idem(['consumer', 'reset', consumer, '--to', '0', '--db', db])).code, 3);
+      const released = await idem(['consumer', 'release', consumer, '--db', db]);
+      assert.equal(released.code, 0, released.stderr);
+      assert.match(released.stdout, new RegExp(`^consumer ${consumer} released \\(status stopped, epoch `));
+      const info = await store.consumers.get(consumer);
+      assert.equal(info.owner, null);
+      assert.equal(info.epoch, owner.epoch + 1);
+      await assert.rejects(
+        owner.fail({ error: { message: 'late' } }),
+        (err: { code?: string }) => err.code === 'fenced',
+      );
+      const reset = await idem(['consumer', 'reset', consumer, '--to', String(info.position), '--db', db]);
+      assert.equal(reset.code, 0, reset.stderr);
+      const [again, missing, bad, help] = await Promise.all([
+        idem(['consumer', 'release', consumer, '--db', db, '--json']),
+        idem(['consumer', 'release', 'nobody_v1', '--db', db]),
+        idem(['consumer', 'release', 'bad name', '--db', db]),
+        idem(['consumer', 'release', '--help']),
+      ]);
+      assert.equal(again.code, 0, again.stderr);
+      assert.equal(json<ConsumerInfo>(again).epoch, owner.epoch + 1, 'a second release changes nothing');
+      assert.equal(missing.code, 1);
+      assert.match(missing.stderr, /^idem: not_found: /m);
+      assert.equal(bad.code, 2);
+      assert.equal(help.code, 0);
+      assert.match(help.stdout, /fenced/);
+      assert.match(help.stdout, /idem consumer release billing_v2/);
+    } finally {
+      await owner.close().catch(() => undefined);
+    }
+  });
+
+  it('consumers lists a consumer stored with a filter over the limits with its error; show and delete work', async () => {
+    const wide = randomConsumer('wide');
+    await (await store.subscribe(wide)).close();
+    const filter = JSON.stringify({ types: Array.from({ length: 300 }, (_, i) => `t${i}`) });
+    store.db
+      .prepare(`UPDATE idem_consumers SET filter = ?, filter_key = ? WHERE name = ?`)
+      .run(filter, filter, wide);
+    const [list, show] = await Promise.all([
+      idem(['consumers', '--db', db]),
+      idem(['consumer', 'show', wide, '--db', db]),
+    ]);
+    assert.equal(list.code, 0, list.stderr);
+    assert.match(list.stdout, new RegExp(`\\n${wide}\\s+stopped \\(error: invalid_input\\)`));
+    assert.match(list.stdout, new RegExp(`\\n${consumer}\\s`), 'the other consumers still list');
+    assert.equal(show.code, 0, show.stderr);
+    assert.match(show.stdout, /\nerror\s+invalid_input: filter\.types: must have at most 256 entries/);
+    assert.equal((await idem(['consumer', 'delete', wide, '--db', db])).code, 0);
+  });
+
   it('a different filter under the same name exits 3 (consumer_identity_conflict)', async () => {
     const r = await idem(['tail', '--consumer', consumer, '--type', 'something.else', '--db', db]);
     assert.equal(r.code, 3);

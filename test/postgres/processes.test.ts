@@ -79,7 +79,7 @@ describe('postgres store shared by several processes', { skip: ctx.skip }, () =>
   it("lease and fencing across processes: busy while owned, takeover after a pause, the paused owner's acks and parks are fenced", async () => {
     const store = await ctx.openStore();
     const name = randomConsumer('owner');
-    const child = new Child(['hold', ctx.db.connectionString, store.schema, name, '600']);
+    const child = new Child(['hold', ctx.db.connectionString, store.schema, name, '1000']);
     let sub: Subscription | undefined;
     try {
       for (let i = 0; i < 3; i++) await store.append('proc-a', [{ type: 't', data: { i } }]);
@@ -122,7 +122,7 @@ describe('postgres store shared by several processes', { skip: ctx.skip }, () =>
   it('an owner killed with SIGKILL: a standby in another process takes over and resumes at the cursor', async () => {
     const store = await ctx.openStore();
     const name = randomConsumer('crash');
-    const child = new Child(['hold', ctx.db.connectionString, store.schema, name, '600']);
+    const child = new Child(['hold', ctx.db.connectionString, store.schema, name, '1000']);
     let sub: Subscription | undefined;
     try {
       for (let i = 0; i < 4; i++) await store.append(`crash-${i % 2}`, [{ type: 't', data: { i } }]);

@@ -109,14 +109,14 @@ describe('WebSocket /v1/subscribe', () => {
       const owner = await WsPeer.open(url);
       const standby = await WsPeer.open(url);
       try {
-        owner.send({ type: 'subscribe', sub: 's', consumer: name, leaseTtlMs: 600_000, req: 1 });
+        owner.send({ type: 'subscribe', sub: 's', consumer: name, leaseTtlMs: 300_000, req: 1 });
         const first = await owner.waitFor(isType('subscribed'), 'owner subscribed');
         standby.send({
           type: 'subscribe',
           sub: 's',
           consumer: name,
           standby: true,
-          leaseTtlMs: 600_000,
+          leaseTtlMs: 300_000,
           req: 1,
         });
         assert.notEqual((await store.consumers.get(name)).owner, null);
@@ -135,7 +135,7 @@ describe('WebSocket /v1/subscribe', () => {
     withServer({ heartbeatMs: 50, silenceMs: 400 }, async ({ url, store }) => {
       const name = randomConsumer();
       const silent = await WsPeer.open(url, { autoPong: false });
-      silent.send({ type: 'subscribe', sub: 's', consumer: name, leaseTtlMs: 600_000, req: 1 });
+      silent.send({ type: 'subscribe', sub: 's', consumer: name, leaseTtlMs: 300_000, req: 1 });
       await silent.waitFor(isType('subscribed'), 'subscribed');
       await silent.waitFor(isType('heartbeat'), 'a heartbeat');
       await until(() => silent.closeCode !== null, { message: 'the server to drop the silent socket' });
@@ -324,7 +324,7 @@ describe('WebSocket /v1/subscribe', () => {
     try {
       const name = randomConsumer();
       await appendMany(store, 'x-1', 2);
-      peer.send({ type: 'subscribe', sub: 's', consumer: name, leaseTtlMs: 300, req: 1 });
+      peer.send({ type: 'subscribe', sub: 's', consumer: name, leaseTtlMs: 1000, req: 1 });
       await peer.waitFor(isType('caught_up'), 'caught_up');
       (held[0] as unknown as { suspendLeaseRenewal(): void }).suspendLeaseRenewal();
       takeover = await store.subscribe(name, { standby: true });
@@ -460,7 +460,7 @@ describe('WebSocket /v1/subscribe', () => {
     try {
       const name = randomConsumer();
       const peer = await WsPeer.open(server.url);
-      peer.send({ type: 'subscribe', sub: 's', consumer: name, leaseTtlMs: 600_000, req: 1 });
+      peer.send({ type: 'subscribe', sub: 's', consumer: name, leaseTtlMs: 300_000, req: 1 });
       await peer.waitFor(isType('caught_up'), 'caught_up');
       await server.close();
       server = null;

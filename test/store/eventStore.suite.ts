@@ -17,6 +17,7 @@ import type { MakeStore } from './suite/context.js';
 import { expectedVersionTests } from './suite/expectedVersion.js';
 import { idempotencyTests } from './suite/idempotency.js';
 import { largeReadTests, type LargeReadOptions } from './suite/largeReads.js';
+import { nameTests } from './suite/names.js';
 import { readTests } from './suite/reads.js';
 import { unknownOptionTests } from './suite/unknownOptions.js';
 import { validationTests } from './suite/validation.js';
@@ -42,5 +43,6 @@ export function describeEventStore(
     largeReadTests(makeStore, options);
     validationTests(makeStore);
     unknownOptionTests(makeStore);
+    nameTests(makeStore);
   });
 }

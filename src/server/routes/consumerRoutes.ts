@@ -1,4 +1,4 @@
-/** Consumer and dead-letter administration: `/v1/consumers[/:name[/reset|/dead-letters[/retry|/skip]]]`. */
+/** Consumer and dead-letter administration: `/v1/consumers[/:name[/reset|/release|/dead-letters[/retry|/skip]]]`. */
 import type { FastifyInstance } from 'fastify';
 import type { DeadLetterSelector } from '../../core/subscription.js';
 import { validateConsumerName } from '../../core/validation.js';
@@ -40,6 +40,12 @@ export function registerConsumerRoutes(app: FastifyInstance, ctx: RouteContext):
     const body = parseWith(resetBodySchema, req.body, '');
     const info = await visible(req.principal, req.params.name);
     await store.consumers.reset(info.name, body.position);
+    return store.consumers.get(info.name);
+  });
+
+  app.post<NameParams>('/v1/consumers/:name/release', { config: { scope: 'admin' } }, async (req) => {
+    const info = await visible(req.principal, req.params.name);
+    await store.consumers.release(info.name);
     return store.consumers.get(info.name);
   });
 

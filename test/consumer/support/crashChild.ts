@@ -46,7 +46,7 @@ const consumer = createConsumer({
   // Merged catch-up batches of up to 300: kills land inside merged batches too, and there are enough batches to kill in.
   batch: { size: 100, catchUpSize: 300 },
   standby: true,
-  leaseTtlMs: 400,
+  leaseTtlMs: 1000,
   handle: (event) => {
     // Progress for the parent, written synchronously to the pipe (timers may starve during catch-up).
     if (++handled % 50 === 0) report();

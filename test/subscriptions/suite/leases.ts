@@ -66,7 +66,7 @@ export function leaseTests(makeStore: MakeStore): void {
         const other = await reopen();
         await appendN(store, randomStream(), 4);
         const name = randomConsumer();
-        const stale = await store.subscribe(name, { leaseTtlMs: 400, owner: 'stale' });
+        const stale = await store.subscribe(name, { leaseTtlMs: 1000, owner: 'stale' });
         try {
           if (!suspendLeaseRenewal(stale)) {
             t.skip('this store runs subscriptions elsewhere; fencing is covered by its own fault tests');
@@ -101,7 +101,7 @@ export function leaseTests(makeStore: MakeStore): void {
       withStore(makeStore, async (store, reopen) => {
         const other = await reopen();
         const name = randomConsumer();
-        const stale = await store.subscribe(name, { leaseTtlMs: 400 });
+        const stale = await store.subscribe(name, { leaseTtlMs: 1000 });
         const reader = new Reader(stale);
         try {
           if (!suspendLeaseRenewal(stale)) {
