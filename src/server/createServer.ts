@@ -6,7 +6,7 @@ import type { Registry } from 'prom-client';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyServerOptions } from 'fastify';
 import { IdemError, InvalidInputError } from '../core/errors.js';
 import type { EventStore } from '../core/eventStore.js';
-import { requireScope } from './access.js';
+import { errorFor, requireScope } from './access.js';
 import { DEFAULT_SERVER_LIMITS, type RouteContext, type ServerLimits } from './context.js';
 import { clientErrorHandler, errorBody, statusForCode, toIdemError } from './httpErrors.js';
 import { nestsDeeperThan } from './jsonDepth.js';
@@ -90,7 +90,8 @@ export async function createServer(options: ServerOptions): Promise<IdemServer> 
   app.decorateRequest('principal', null as never);
 
   app.setErrorHandler((err, req, reply) => {
-    const e = toIdemError(err, limits.maxBodyBytes);
+    const raw = toIdemError(err, limits.maxBodyBytes);
+    const e = raw && errorFor(req.principal, raw);
     if (!e) {
       req.log.error({ err }, 'request failed');
       const internal = new IdemError('internal', 'internal server error');

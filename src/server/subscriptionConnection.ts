@@ -8,7 +8,7 @@ import { IdemError, InvalidInputError } from '../core/errors.js';
 import type { EventStore } from '../core/eventStore.js';
 import { normalizeFilter } from '../core/filter.js';
 import type { SubscribeOptions, Subscription } from '../core/subscription.js';
-import { requireFilterWithin, requireScope } from './access.js';
+import { errorFor, requireFilterWithin, requireScope } from './access.js';
 import { toIdemError, wireError } from './httpErrors.js';
 import { nestsDeeperThan } from './jsonDepth.js';
 import type { ServerMetrics } from './metrics.js';
@@ -360,6 +360,7 @@ export class SubscriptionConnection {
       this.ctx.logError(err, 'subscription request failed');
       e = new IdemError('internal', 'internal error');
     }
+    e = errorFor(this.principal, e);
     const msg: ServerMessage = { type: 'error', error: wireError(e) };
     if (req !== undefined) msg.req = req;
     if (sub !== undefined) msg.sub = sub;
