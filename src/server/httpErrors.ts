@@ -2,6 +2,7 @@
 import { STATUS_CODES } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { IdemError, InvalidInputError, TooLargeError, type ErrorCode } from '../core/errors.js';
+import { clip, clipDetails, MAX_MESSAGE } from './clip.js';
 import type { WireError } from './protocol.js';
 
 const STATUS: Record<ErrorCode, number> = {
@@ -26,8 +27,9 @@ export function statusForCode(code: ErrorCode): number {
   return STATUS[code] ?? 500;
 }
 
+/** The error as sent: message and details bounded, since both can quote what the client sent. */
 export function wireError(err: IdemError): WireError {
-  return { code: err.code, message: err.message, details: { ...err.details } };
+  return { code: err.code, message: clip(err.message, MAX_MESSAGE), details: clipDetails(err.details) };
 }
 
 /** The JSON body of every error reply: `{ error: { code, message, details } }`. */

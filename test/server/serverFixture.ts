@@ -19,6 +19,7 @@ export interface ServerFixtureOptions {
   tokens?: TokenConfig[];
   heartbeatMs?: number;
   silenceMs?: number;
+  allowedOrigins?: string[];
 }
 
 export async function startTestServer(options: ServerFixtureOptions = {}): Promise<ServerFixture> {
@@ -38,6 +39,7 @@ export async function startTestServer(options: ServerFixtureOptions = {}): Promi
       ...(options.tokens ? { tokens: options.tokens } : {}),
       ...(options.heartbeatMs ? { heartbeatMs: options.heartbeatMs } : {}),
       ...(options.silenceMs ? { silenceMs: options.silenceMs } : {}),
+      ...(options.allowedOrigins ? { allowedOrigins: options.allowedOrigins } : {}),
     });
     const s = store;
     return {
