@@ -65,9 +65,14 @@ export async function createServer(options: ServerOptions): Promise<IdemServer> 
     ...pickStoreLimits(storeLimits),
     ...options.limits,
   };
-  for (const key of ['maxConnections', 'requestTimeoutMs', 'maxSendBufferBytes'] as const) {
-    if (!Number.isSafeInteger(limits[key]) || limits[key] < 1)
-      throw new InvalidInputError(`limits.${key}`, 'must be a positive integer');
+  // Timers above about 24.8 days overflow to 1 ms in Node, so the timeout's bound matters.
+  for (const [key, max] of [
+    ['maxConnections', 1_000_000],
+    ['requestTimeoutMs', 3_600_000],
+    ['maxSendBufferBytes', 1024 ** 3],
+  ] as const) {
+    if (!Number.isSafeInteger(limits[key]) || limits[key] < 1 || limits[key] > max)
+      throw new InvalidInputError(`limits.${key}`, `must be an integer from 1 to ${max}`);
   }
   const tokens =
     options.tokens instanceof TokenRegistry ? options.tokens : new TokenRegistry(options.tokens ?? []);

@@ -4,85 +4,16 @@
 // on the WebSocket, request timeouts and `connection: close` for refused callers, a connection cap,
 // and the Host/Origin rules that keep web pages away from a server without tokens.
 import assert from 'node:assert/strict';
-import { request as httpRequest } from 'node:http';
-import { connect as tcpConnect, type Socket } from 'node:net';
 import { after, before, describe, it } from 'node:test';
-import WebSocket from 'ws';
 import { createServer } from '../../src/server/createServer.js';
 import { parseTokens } from '../../src/server/tokens.js';
 import { randomConsumer, randomStream, until } from '../support/index.js';
 import { startTestServer, type ServerFixture, type ServerFixtureOptions } from './serverFixture.js';
+import { rawConnection, send, upgradeStatus } from './rawHttp.js';
 import { errorCode, WsPeer } from './wsPeer.js';
 
 const TOKENS = parseTokens('admin=admin-secret:admin;sub=sub-secret:subscribe', 'IDEM_TOKENS');
 const ADMIN = { authorization: 'Bearer admin-secret' };
-
-interface RawReply {
-  status: number;
-  headers: Record<string, string | string[] | undefined>;
-  text: string;
-  json: any; // eslint-disable-line @typescript-eslint/no-explicit-any -- inspected field by field
-}
-
-/** One request on its own connection, with any headers (Host and Origin included). */
-function send(
-  url: string,
-  method: string,
-  path: string,
-  headers: Record<string, string> = {},
-  body?: string,
-): Promise<RawReply> {
-  const { hostname, port } = new URL(url);
-  return new Promise((resolve, reject) => {
-    const req = httpRequest(
-      { host: hostname, port, method, path, agent: false, headers: { connection: 'close', ...headers } },
-      (res) => {
-        let text = '';
-        res.setEncoding('utf8').on('data', (d: string) => (text += d));
-        res.on('end', () => {
-          let json: unknown;
-          try {
-            json = JSON.parse(text);
-          } catch {
-            json = undefined;
-          }
-          resolve({ status: res.statusCode ?? 0, headers: res.headers, text, json });
-        });
-      },
-    );
-    req.on('error', reject);
-    req.end(body);
-  });
-}
-
-/** The status a WebSocket upgrade gets (101 when it opens). */
-function upgradeStatus(url: string, headers: Record<string, string>): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const ws = new WebSocket(`${url.replace(/^http/, 'ws')}/v1/subscribe`, { headers });
-    ws.on('unexpected-response', (req, res) => {
-      resolve(res.statusCode ?? 0);
-      req.destroy();
-    });
-    ws.on('open', () => {
-      resolve(101);
-      ws.close();
-    });
-    ws.on('error', (err) => reject(err));
-  });
-}
-
-/** A raw TCP connection that records what the server sends and whether it closed the connection. */
-async function rawConnection(url: string): Promise<{ socket: Socket; data(): string; closed(): boolean }> {
-  const { hostname, port } = new URL(url);
-  const socket = tcpConnect(Number(port), hostname);
-  let data = '';
-  let closed = false;
-  socket.setEncoding('utf8').on('data', (d: string) => (data += d));
-  socket.on('close', () => (closed = true));
-  socket.on('error', () => undefined);
-  await new Promise((resolve) => socket.once('connect', resolve));
-  return { socket, data: () => data, closed: () => closed };
-}
 
 async function withServer(
   options: ServerFixtureOptions,
