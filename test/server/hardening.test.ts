@@ -8,24 +8,12 @@ import { after, before, describe, it } from 'node:test';
 import { createServer } from '../../src/server/createServer.js';
 import { parseTokens } from '../../src/server/tokens.js';
 import { randomConsumer, randomStream, until } from '../support/index.js';
-import { startTestServer, type ServerFixture, type ServerFixtureOptions } from './serverFixture.js';
+import { startTestServer, withServer, type ServerFixture } from './serverFixture.js';
 import { rawConnection, send, upgradeStatus } from './rawHttp.js';
 import { errorCode, WsPeer } from './wsPeer.js';
 
 const TOKENS = parseTokens('admin=admin-secret:admin;sub=sub-secret:subscribe', 'IDEM_TOKENS');
 const ADMIN = { authorization: 'Bearer admin-secret' };
-
-async function withServer(
-  options: ServerFixtureOptions,
-  fn: (f: ServerFixture) => Promise<void>,
-): Promise<void> {
-  const f = await startTestServer(options);
-  try {
-    await fn(f);
-  } finally {
-    await f.cleanup();
-  }
-}
 
 describe('without tokens, only loopback Host and Origin are served', () => {
   let f: ServerFixture;

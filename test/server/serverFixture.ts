@@ -61,3 +61,16 @@ export async function startTestServer(options: ServerFixtureOptions = {}): Promi
     throw err;
   }
 }
+
+/** Runs `fn` with a server started for it, and cleans up after it. */
+export async function withServer(
+  options: ServerFixtureOptions,
+  fn: (f: ServerFixture) => Promise<void>,
+): Promise<void> {
+  const f = await startTestServer(options);
+  try {
+    await fn(f);
+  } finally {
+    await f.cleanup();
+  }
+}
