@@ -25,8 +25,8 @@ export interface ServerLimits extends StoreLimits {
   maxConnections: number;
   /**
    * Time to receive a whole request, headers and body (`408` beyond; headers alone get at most 60 s).
-   * A connection idle in both directions for twice this long is closed. WebSockets are exempt once
-   * upgraded (their heartbeat and `silenceMs` apply). @default 30000
+   * A connection idle in both directions for twice this long (at least 82 s, past the 72 s keep-alive)
+   * is closed. WebSockets are exempt once upgraded (their heartbeat and `silenceMs` apply). @default 30000
    */
   requestTimeoutMs: number;
   /**

@@ -89,7 +89,10 @@ export async function createServer(options: ServerOptions): Promise<IdemServer> 
     bodyLimit: limits.maxBodyBytes,
     // A body sent slowly (or never finished) holds its connection only this long, authenticated or not.
     requestTimeout: limits.requestTimeoutMs,
-    connectionTimeout: 2 * limits.requestTimeoutMs,
+    // An idle socket (say, a reply the client stopped reading) is dropped; never before an idle
+    // keep-alive connection would be, or a client reusing one would meet a reset.
+    keepAliveTimeout: KEEP_ALIVE_MS,
+    connectionTimeout: Math.max(2 * limits.requestTimeoutMs, KEEP_ALIVE_MS + 10_000),
     http: {
       headersTimeout: Math.min(60_000, limits.requestTimeoutMs),
       // Node checks the two timeouts above on this interval (30 s by default, too coarse for short timeouts).
@@ -253,6 +256,9 @@ function refuseUpgrade(socket: Socket, status: number, body: string): void {
   );
   socket.destroySoon();
 }
+
+/** How long an idle keep-alive connection stays open (fastify's default, kept explicit for the idle timeout). */
+const KEEP_ALIVE_MS = 72_000;
 
 /** Statuses after which the connection is closed (`connection: close`). */
 const CLOSE_AFTER: ReadonlySet<number> = new Set([401, 403, 408, 413]);
