@@ -1,5 +1,4 @@
 /** Builds the fastify app (not listening): routes, auth, error mapping, WebSocket subscriptions. */
-import { STATUS_CODES } from 'node:http';
 import type { Server } from 'node:http';
 import type { Socket } from 'node:net';
 import websocket from '@fastify/websocket';
@@ -9,7 +8,7 @@ import { IdemError, InvalidInputError } from '../core/errors.js';
 import type { EventStore } from '../core/eventStore.js';
 import { errorFor, requireScope } from './access.js';
 import { DEFAULT_SERVER_LIMITS, type RouteContext, type ServerLimits } from './context.js';
-import { clientErrorHandler, errorBody, statusForCode, toIdemError } from './httpErrors.js';
+import { clientErrorHandler, errorBody, rawErrorResponse, statusForCode, toIdemError } from './httpErrors.js';
 import { nestsDeeperThan } from './jsonDepth.js';
 import { OriginPolicy } from './origins.js';
 import { ServerMetrics } from './metrics.js';
@@ -130,7 +129,7 @@ export async function createServer(options: ServerOptions): Promise<IdemServer> 
     const status = statusForCode(e.code);
     if (req.headers.upgrade !== undefined) {
       // A refused WebSocket upgrade: answer on the raw socket and end it, since no HTTP parser owns it any more.
-      refuseUpgrade(req.raw.socket, status, JSON.stringify(errorBody(e)));
+      refuseUpgrade(req.raw.socket, status, e);
       return reply.hijack();
     }
     return reply.code(status).send(errorBody(e));
@@ -140,7 +139,7 @@ export async function createServer(options: ServerOptions): Promise<IdemServer> 
       what: 'route',
     });
     if (req.headers.upgrade !== undefined) {
-      refuseUpgrade(req.raw.socket, 404, JSON.stringify(errorBody(e)));
+      refuseUpgrade(req.raw.socket, 404, e);
       return reply.hijack();
     }
     return reply.code(404).send(errorBody(e));
@@ -245,15 +244,9 @@ export async function createServer(options: ServerOptions): Promise<IdemServer> 
   };
 }
 
-function refuseUpgrade(socket: Socket, status: number, body: string): void {
+function refuseUpgrade(socket: Socket, status: number, e: IdemError): void {
   if (socket.destroyed) return;
-  socket.end(
-    `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Error'}\r\n` +
-      'content-type: application/json; charset=utf-8\r\n' +
-      `content-length: ${Buffer.byteLength(body)}\r\n` +
-      'connection: close\r\n\r\n' +
-      body,
-  );
+  socket.end(rawErrorResponse(status, e));
   socket.destroySoon();
 }
 
@@ -278,11 +271,7 @@ function limitConnections(server: Server, max: number): void {
           'idem serve --max-connections); try again later',
         { limit: max },
       );
-      const body = JSON.stringify(errorBody(e));
-      socket.write(
-        `HTTP/1.1 503 ${STATUS_CODES[503]}\r\ncontent-type: application/json; charset=utf-8\r\n` +
-          `content-length: ${Buffer.byteLength(body)}\r\nretry-after: 1\r\nconnection: close\r\n\r\n${body}`,
-      );
+      socket.write(rawErrorResponse(503, e, 'retry-after: 1\r\n'));
       socket.destroy();
       return;
     }
