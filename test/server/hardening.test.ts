@@ -9,7 +9,7 @@ import { createServer } from '../../src/server/createServer.js';
 import { parseTokens } from '../../src/server/tokens.js';
 import { randomConsumer, randomStream, until } from '../support/index.js';
 import { startTestServer, withServer, type ServerFixture } from './serverFixture.js';
-import { rawConnection, send, upgradeStatus } from './rawHttp.js';
+import { rawConnection, send, unfinishedPost, upgradeStatus } from './rawHttp.js';
 import { errorCode, WsPeer } from './wsPeer.js';
 
 const TOKENS = parseTokens('admin=admin-secret:admin;sub=sub-secret:subscribe', 'IDEM_TOKENS');
@@ -112,40 +112,23 @@ describe('with tokens, other origins need to be listed', () => {
 describe('slow and refused requests do not hold connections', () => {
   it('a request without a token is answered 401 with connection: close and closed, its body unread', async () => {
     await withServer({ tokens: TOKENS }, async (f) => {
-      const c = await rawConnection(f.url);
-      c.socket.write(
-        'POST /v1/streams/invoice-1/events HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n' +
-          'content-length: 10000000\r\n\r\n{',
+      const unauthorized = await unfinishedPost(f.url, 10_000_000);
+      assert.match(unauthorized, /^HTTP\/1\.1 401 /);
+      assert.match(unauthorized, /\r\nconnection: close\r\n/i);
+      assert.match(
+        await unfinishedPost(f.url, 10_000_000, 'sub-secret'),
+        /^HTTP\/1\.1 403 [^]*connection: close/i,
       );
-      await until(() => c.closed(), { message: 'the server to close the connection', timeoutMs: 15_000 });
-      assert.match(c.data(), /^HTTP\/1\.1 401 /);
-      assert.match(c.data(), /\r\nconnection: close\r\n/i);
-      const forbidden = await rawConnection(f.url);
-      forbidden.socket.write(
-        'POST /v1/streams/invoice-1/events HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer sub-secret\r\n' +
-          'content-type: application/json\r\ncontent-length: 10000000\r\n\r\n{',
+      assert.match(
+        await unfinishedPost(f.url, 64 * 1024 * 1024, 'admin-secret'),
+        /^HTTP\/1\.1 413 [^]*connection: close/i,
       );
-      await until(() => forbidden.closed(), { message: 'the server to close after 403', timeoutMs: 15_000 });
-      assert.match(forbidden.data(), /^HTTP\/1\.1 403 [^]*connection: close/i);
-      const tooLarge = await rawConnection(f.url);
-      tooLarge.socket.write(
-        'POST /v1/streams/invoice-1/events HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer admin-secret\r\n' +
-          `content-type: application/json\r\ncontent-length: ${64 * 1024 * 1024}\r\n\r\n{`,
-      );
-      await until(() => tooLarge.closed(), { message: 'the server to close after 413', timeoutMs: 15_000 });
-      assert.match(tooLarge.data(), /^HTTP\/1\.1 413 [^]*connection: close/i);
     });
   });
 
   it('an authenticated body sent too slowly is cut off with 408 after requestTimeoutMs', async () => {
     await withServer({ tokens: TOKENS, limits: { requestTimeoutMs: 1000 } }, async (f) => {
-      const c = await rawConnection(f.url);
-      c.socket.write(
-        'POST /v1/streams/invoice-1/events HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer admin-secret\r\n' +
-          'content-type: application/json\r\ncontent-length: 1000\r\n\r\n{"events":',
-      );
-      await until(() => c.closed(), { message: 'the server to close a slow request', timeoutMs: 15_000 });
-      assert.match(c.data(), /^HTTP\/1\.1 408 /);
+      assert.match(await unfinishedPost(f.url, 1000, 'admin-secret', '{"events":'), /^HTTP\/1\.1 408 /);
       const headersOnly = await rawConnection(f.url);
       headersOnly.socket.write('GET /v1/events HTTP/1.1\r\nhost: 127.0.0.1\r\n');
       await until(() => headersOnly.closed(), {

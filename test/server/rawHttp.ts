@@ -2,6 +2,7 @@
 import { request as httpRequest } from 'node:http';
 import { connect as tcpConnect, type Socket } from 'node:net';
 import WebSocket from 'ws';
+import { until } from '../support/until.js';
 
 /** The error body of every refused request. */
 export interface ErrorReply {
@@ -75,4 +76,31 @@ export async function rawConnection(
   socket.on('error', () => undefined);
   await new Promise((resolve) => socket.once('connect', resolve));
   return { socket, data: () => data, closed: () => closed };
+}
+
+/**
+ * Starts a POST that announces `contentLength` bytes and sends only `start` of them (a slow body),
+ * and resolves with what the server sent once it has closed the connection.
+ */
+export async function unfinishedPost(
+  url: string,
+  contentLength: number,
+  token?: string,
+  start = '{',
+): Promise<string> {
+  const c = await rawConnection(url);
+  c.socket.write(
+    'POST /v1/streams/invoice-1/events HTTP/1.1\r\nhost: 127.0.0.1\r\n' +
+      (token === undefined ? '' : `authorization: Bearer ${token}\r\n`) +
+      `content-type: application/json\r\ncontent-length: ${contentLength}\r\n\r\n${start}`,
+  );
+  try {
+    await until(() => c.closed(), {
+      message: 'the server to close an unfinished request',
+      timeoutMs: 15_000,
+    });
+  } finally {
+    c.socket.destroy();
+  }
+  return c.data();
 }
