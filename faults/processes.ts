@@ -16,6 +16,8 @@ export const SCRIPTS = {
   consumer: fileURLToPath(new URL('./children/consumerChild.ts', import.meta.url)),
   server: fileURLToPath(new URL('./children/serverChild.ts', import.meta.url)),
   relay: fileURLToPath(new URL('./children/relayChild.ts', import.meta.url)),
+  /** The `idem` command itself. */
+  cli: fileURLToPath(new URL('../src/cli/run.ts', import.meta.url)),
 } as const;
 export type ScriptName = keyof typeof SCRIPTS;
 
@@ -31,7 +33,8 @@ export class ScriptRunner {
     const script = SCRIPTS[name];
     let args = ['--import', 'tsx', script];
     const esbuild = resolve(ROOT, 'node_modules/.bin/esbuild');
-    if (process.env.IDEM_FAULTS_NO_BUNDLE !== '1' && existsSync(esbuild)) {
+    // The CLI loads its store and server modules by relative path at run time, so it runs unbundled.
+    if (name !== 'cli' && process.env.IDEM_FAULTS_NO_BUNDLE !== '1' && existsSync(esbuild)) {
       const out = resolve(this.dir, `${basename(script, '.ts')}.mjs`);
       const r = spawnSync(esbuild, [
         script,

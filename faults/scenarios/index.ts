@@ -1,4 +1,5 @@
 import type { Scenario } from '../types.js';
+import { abuseScenario } from './abuse.js';
 import { badInputScenario } from './badInput.js';
 import { consumerKillScenario } from './consumerKill.js';
 import { loadScenario } from './load.js';
@@ -27,6 +28,7 @@ export const SCENARIOS: readonly Scenario[] = [
   loadScenario('sqlite'),
   loadScenario('postgres'),
   badInputScenario,
+  abuseScenario,
   relaySigkillScenario('sqlite'),
   relaySigkillScenario('postgres'),
 ];

@@ -3,6 +3,7 @@ import type { Command } from 'commander';
 import { IdemError, StoreNotFoundError } from '../core/errors.js';
 import type { EventStore } from '../core/eventStore.js';
 import type { Io } from './output.js';
+import { redactConnectionString } from './redact.js';
 import { UsageError } from './usageError.js';
 
 /** The options every store verb takes. */
@@ -56,15 +57,17 @@ export function describeTarget(t: StoreTarget): string {
     case 'sqlite':
       return t.path;
     case 'postgres':
-      return redact(t.connectionString);
+      return redactConnectionString(t.connectionString);
     case 'remote':
-      return t.url;
+      return redactConnectionString(t.url);
   }
 }
 
-/** Hides a password in a connection string. */
-function redact(url: string): string {
-  return url.replace(/\/\/([^:/@]+):[^@]*@/, '//$1:***@');
+/** The text of a driver's error with the raw connection string (should the driver quote it) masked too. */
+function scrubbed(message: string, target: StoreTarget): string {
+  const raw =
+    target.kind === 'postgres' ? target.connectionString : target.kind === 'remote' ? target.url : '';
+  return raw === '' ? message : message.split(raw).join(describeTarget(target));
 }
 
 type Factory = (...args: never[]) => unknown;
@@ -128,7 +131,7 @@ export async function openStore(target: StoreTarget, options: OpenStoreOptions =
     }
   } catch (err) {
     if (err instanceof IdemError) throw err;
-    const why = err instanceof Error ? err.message : String(err);
+    const why = scrubbed(err instanceof Error ? err.message : String(err), target);
     throw new IdemError(
       'unavailable',
       `cannot open the store at ${describeTarget(target)}: ${why}`,

@@ -5,7 +5,7 @@ import type { CliContext } from './context.js';
 import { startHealthOnlyServer } from './healthOnlyServer.js';
 import { creatingStore, describeTarget, openStore, storeTarget, type StoreFlags } from './openStore.js';
 import { Output } from './output.js';
-import { parseInteger } from './parse.js';
+import { collect, parseInteger } from './parse.js';
 import { UsageError } from './usageError.js';
 
 interface ServeFlags extends StoreFlags {
@@ -13,6 +13,9 @@ interface ServeFlags extends StoreFlags {
   port: string;
   tokens?: string;
   logLevel?: string;
+  allowOrigin?: string[];
+  maxConnections?: string;
+  requestTimeout?: string;
 }
 
 /** What `startServer` in src/server returns. */
@@ -28,6 +31,8 @@ interface ServerModule {
     port: number;
     tokens?: unknown;
     logger?: unknown;
+    allowedOrigins?: string[];
+    limits?: { maxConnections?: number; requestTimeoutMs?: number };
   }): Promise<RunningServer>;
   loadTokens?: (options: { file?: string; env?: NodeJS.ProcessEnv }) => unknown[];
 }
@@ -41,11 +46,16 @@ const HELP = `
 Starts the idem server (HTTP + WebSocket API, /metrics, /health, dashboard) over the embedded store
 (default ./data/idem.db) or PostgreSQL, until Ctrl-C or SIGTERM, then shuts down gracefully.
 Binding to a non-loopback address requires tokens (--tokens FILE or env IDEM_TOKENS).
+Without tokens, requests whose Host or Origin is not loopback are refused (403), so web pages
+cannot reach the server; with tokens, browser pages from other origins need --allow-origin.
+A request must arrive within --request-timeout (408 beyond); at most --max-connections HTTP and
+WebSocket connections are open at once (503 beyond). See docs/protocol.md for every limit.
 
 Examples:
   $ idem serve
   $ idem serve --db /var/lib/idem/idem.db --port 8080
-  $ idem serve --postgres postgres://postgres@127.0.0.1/idem --host 0.0.0.0 --tokens tokens.json`;
+  $ idem serve --postgres postgres://postgres@127.0.0.1/idem --host 0.0.0.0 --tokens tokens.json
+  $ idem serve --tokens tokens.json --allow-origin https://dash.example.com --max-connections 200`;
 
 export function registerServe(program: Command, ctx: CliContext): void {
   program
@@ -60,6 +70,13 @@ export function registerServe(program: Command, ctx: CliContext): void {
       '--log-level <level>',
       'request logging as JSON lines on stdout: info, warn, error, debug (default: off)',
     )
+    .option(
+      '--allow-origin <origin>',
+      'a web origin (https://host[:port]) allowed to call the server from a browser, with CORS; repeatable',
+      collect,
+    )
+    .option('--max-connections <n>', 'most HTTP and WebSocket connections open at once (default: 1000)')
+    .option('--request-timeout <ms>', 'time to receive a whole request, headers and body (default: 30000)')
     .option('--json', 'print where it listens as JSON')
     .addHelpText('after', HELP)
     .action(async (flags: ServeFlags) => {
@@ -108,6 +125,15 @@ async function start(
     return startHealthOnlyServer(store, flags.host, port);
   }
   const options: Parameters<ServerModule['startServer']>[0] = { store, host: flags.host, port };
+  if (flags.allowOrigin !== undefined) options.allowedOrigins = flags.allowOrigin;
+  const maxConnections = parseInteger(flags.maxConnections, '--max-connections', 1);
+  const requestTimeoutMs = parseInteger(flags.requestTimeout, '--request-timeout', 1);
+  if (maxConnections !== undefined || requestTimeoutMs !== undefined) {
+    options.limits = {
+      ...(maxConnections === undefined ? {} : { maxConnections }),
+      ...(requestTimeoutMs === undefined ? {} : { requestTimeoutMs }),
+    };
+  }
   if (flags.logLevel !== undefined) {
     if (!LOG_LEVELS.includes(flags.logLevel))
       throw new InvalidInputError('--log-level', `must be one of ${LOG_LEVELS.join(', ')}`);

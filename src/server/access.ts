@@ -1,5 +1,10 @@
 /** What a principal may do: scope checks and the optional stream-prefix restriction. */
-import { IdemError } from '../core/errors.js';
+import {
+  ConsumerBusyError,
+  ConsumerIdentityConflictError,
+  IdemError,
+  NotFoundError,
+} from '../core/errors.js';
 import type { EventFilter } from '../core/filter.js';
 import type { ConsumerInfo } from '../core/subscription.js';
 import type { Principal, Scope } from './tokens.js';
@@ -17,14 +22,12 @@ export function allowsStream(p: Principal, stream: string): boolean {
   return p.streamPrefixes === null || p.streamPrefixes.some((prefix) => stream.startsWith(prefix));
 }
 
+/**
+ * A stream outside a restricted token's prefixes does not exist for it: the answer is the `not_found`
+ * a missing name gets, so a restricted token cannot learn which names other tenants use.
+ */
 export function requireStream(p: Principal, stream: string): void {
-  if (!allowsStream(p, stream)) {
-    throw new IdemError('forbidden', `token "${p.name}" may not access stream "${stream}"`, {
-      stream,
-      token: p.name,
-      streamPrefixes: p.streamPrefixes,
-    });
-  }
+  if (!allowsStream(p, stream)) throw new NotFoundError('stream', stream);
 }
 
 /**
@@ -49,7 +52,21 @@ export function requireFilterWithin(p: Principal, filter: EventFilter | undefine
   }
 }
 
-/** A prefix-restricted principal sees only consumers whose filter lies inside its prefixes. */
+/** A prefix-restricted principal sees only consumers whose filter lies inside its prefixes; others are `not_found`, as if missing. */
 export function requireConsumerVisible(p: Principal, info: ConsumerInfo): void {
-  requireFilterWithin(p, info.filter, `consumer "${info.name}"`);
+  if (!filterWithin(p, info.filter)) throw new NotFoundError('consumer', info.name);
+}
+
+/**
+ * The error as a principal may see it: a restricted token gets `consumer_busy` without the owner (a
+ * peer address and another token's name) and `consumer_identity_conflict` without the filter the
+ * consumer is registered with (another tenant's streams), since both can be someone else's.
+ */
+export function errorFor(p: Principal | null, e: IdemError): IdemError {
+  if (p === null || p.streamPrefixes === null) return e;
+  const consumer = String(e.details.consumer);
+  if (e.code === 'consumer_busy') return new ConsumerBusyError(consumer, null, null);
+  if (e.code === 'consumer_identity_conflict')
+    return new ConsumerIdentityConflictError(consumer, null, e.details.requestedFilter);
+  return e;
 }

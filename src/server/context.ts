@@ -18,6 +18,22 @@ export interface ServerLimits extends StoreLimits {
   maxJsonDepth: number;
   /** Most subscriptions (active or standby) on one WebSocket connection (429 / `rate_limited` beyond). @default 16 */
   maxSubscriptionsPerConnection: number;
+  /**
+   * Most TCP connections open at once, HTTP and WebSocket together; one more is answered
+   * `503 unavailable` and closed. @default 1000
+   */
+  maxConnections: number;
+  /**
+   * Time to receive a whole request, headers and body (`408` beyond; headers alone get at most 60 s).
+   * A connection idle in both directions for twice this long (at least 82 s, past the 72 s keep-alive)
+   * is closed. WebSockets are exempt once upgraded (their heartbeat and `silenceMs` apply). @default 30000
+   */
+  requestTimeoutMs: number;
+  /**
+   * Bytes queued for one WebSocket client beyond the event frame each subscription has in flight
+   * (replies, heartbeats) before the server closes the connection with code 1008. @default 8388608 (8 MiB)
+   */
+  maxSendBufferBytes: number;
 }
 
 export const DEFAULT_SERVER_LIMITS: ServerLimits = {
@@ -29,6 +45,9 @@ export const DEFAULT_SERVER_LIMITS: ServerLimits = {
   defaultReadLimit: 100,
   maxSubscriptionsPerConnection: 16,
   maxJsonDepth: 512,
+  maxConnections: 1000,
+  requestTimeoutMs: 30_000,
+  maxSendBufferBytes: 8 * 1024 * 1024,
 };
 
 export interface RouteContext {

@@ -1,5 +1,5 @@
 /** Builds the fastify app (not listening): routes, auth, error mapping, WebSocket subscriptions. */
-import { STATUS_CODES } from 'node:http';
+import type { Server } from 'node:http';
 import type { Socket } from 'node:net';
 import websocket from '@fastify/websocket';
 import type { Registry } from 'prom-client';
@@ -7,10 +7,11 @@ import Fastify, { type FastifyInstance, type FastifyReply, type FastifyServerOpt
 import { IdemError, InvalidInputError } from '../core/errors.js';
 import { checkKnownKeys, type KnownKeys } from '../core/knownKeys.js';
 import type { EventStore } from '../core/eventStore.js';
-import { requireScope } from './access.js';
+import { errorFor, requireScope } from './access.js';
 import { DEFAULT_SERVER_LIMITS, type RouteContext, type ServerLimits } from './context.js';
-import { clientErrorHandler, errorBody, statusForCode, toIdemError } from './httpErrors.js';
+import { clientErrorHandler, errorBody, rawErrorResponse, statusForCode, toIdemError } from './httpErrors.js';
 import { nestsDeeperThan } from './jsonDepth.js';
+import { OriginPolicy } from './origins.js';
 import { ServerMetrics } from './metrics.js';
 import { registerConsumerRoutes } from './routes/consumerRoutes.js';
 import { registerOpsRoutes } from './routes/opsRoutes.js';
@@ -43,6 +44,12 @@ export interface ServerOptions {
   metricsRegistries?: readonly Registry[];
   /** Reports whether the store's schema is current, for `/health` (stores may also offer `migrationStatus()`). */
   migrationStatus?: () => MigrationStatus | Promise<MigrationStatus>;
+  /**
+   * Web origins (`https://dash.example.com`) allowed to call the server from a browser, with CORS
+   * headers. Other requests carrying an `Origin` are refused (403) unless it is the server's own, or,
+   * without tokens, a loopback one. @default []
+   */
+  allowedOrigins?: readonly string[];
 }
 
 export const SERVER_OPTION_KEYS = {
@@ -55,6 +62,7 @@ export const SERVER_OPTION_KEYS = {
   silenceMs: true,
   metricsRegistries: true,
   migrationStatus: true,
+  allowedOrigins: true,
 } as const satisfies KnownKeys<ServerOptions>;
 
 export interface IdemServer {
@@ -78,8 +86,18 @@ export async function createServer(options: ServerOptions): Promise<IdemServer> 
     ...pickStoreLimits(storeLimits),
     ...options.limits,
   };
+  // Timers above about 24.8 days overflow to 1 ms in Node, so the timeout's bound matters.
+  for (const [key, max] of [
+    ['maxConnections', 1_000_000],
+    ['requestTimeoutMs', 3_600_000],
+    ['maxSendBufferBytes', 1024 ** 3],
+  ] as const) {
+    if (!Number.isSafeInteger(limits[key]) || limits[key] < 1 || limits[key] > max)
+      throw new InvalidInputError(`limits.${key}`, `must be an integer from 1 to ${max}`);
+  }
   const tokens =
     options.tokens instanceof TokenRegistry ? options.tokens : new TokenRegistry(options.tokens ?? []);
+  const origins = new OriginPolicy(tokens.enabled, options.allowedOrigins);
   const metrics = new ServerMetrics(options.metricsRegistries ?? []);
   const ctx: RouteContext = { store, limits, metrics };
   const heartbeatMs = options.heartbeatMs ?? 3000;
@@ -90,6 +108,17 @@ export async function createServer(options: ServerOptions): Promise<IdemServer> 
   const app = Fastify({
     logger: options.logger ?? false,
     bodyLimit: limits.maxBodyBytes,
+    // A body sent slowly (or never finished) holds its connection only this long, authenticated or not.
+    requestTimeout: limits.requestTimeoutMs,
+    // An idle socket (say, a reply the client stopped reading) is dropped; never before an idle
+    // keep-alive connection would be, or a client reusing one would meet a reset.
+    keepAliveTimeout: KEEP_ALIVE_MS,
+    connectionTimeout: Math.max(2 * limits.requestTimeoutMs, KEEP_ALIVE_MS + 10_000),
+    http: {
+      headersTimeout: Math.min(60_000, limits.requestTimeoutMs),
+      // Node checks the two timeouts above on this interval (30 s by default, too coarse for short timeouts).
+      connectionsCheckingInterval: Math.max(10, Math.min(5_000, Math.floor(limits.requestTimeoutMs / 2))),
+    },
     clientErrorHandler,
     // Router-level refusals (a malformed percent-encoding, an over-long path segment) get the usual error body.
     frameworkErrors: (err, _req, reply) => {
@@ -109,9 +138,11 @@ export async function createServer(options: ServerOptions): Promise<IdemServer> 
     onConstructorPoisoning: 'ignore',
   });
   app.decorateRequest('principal', null as never);
+  limitConnections(app.server, limits.maxConnections);
 
   app.setErrorHandler((err, req, reply) => {
-    const e = toIdemError(err, limits.maxBodyBytes);
+    const raw = toIdemError(err, limits.maxBodyBytes);
+    const e = raw && errorFor(req.principal, raw);
     if (!e) {
       req.log.error({ err }, 'request failed');
       const internal = new IdemError('internal', 'internal server error');
@@ -120,7 +151,7 @@ export async function createServer(options: ServerOptions): Promise<IdemServer> 
     const status = statusForCode(e.code);
     if (req.headers.upgrade !== undefined) {
       // A refused WebSocket upgrade: answer on the raw socket and end it, since no HTTP parser owns it any more.
-      refuseUpgrade(req.raw.socket, status, JSON.stringify(errorBody(e)));
+      refuseUpgrade(req.raw.socket, status, e);
       return reply.hijack();
     }
     return reply.code(status).send(errorBody(e));
@@ -130,15 +161,29 @@ export async function createServer(options: ServerOptions): Promise<IdemServer> 
       what: 'route',
     });
     if (req.headers.upgrade !== undefined) {
-      refuseUpgrade(req.raw.socket, 404, JSON.stringify(errorBody(e)));
+      refuseUpgrade(req.raw.socket, 404, e);
       return reply.hijack();
     }
     return reply.code(404).send(errorBody(e));
   });
 
   // Authentication runs before the body is read, so an unauthorised caller cannot make the server parse anything.
-  app.addHook('onRequest', async (req) => {
+  app.addHook('onRequest', async (req, reply) => {
     if (closing) throw new IdemError('unavailable', 'server is shutting down');
+    const origin = req.headers.origin;
+    origins.check(req.headers.host, origin);
+    if (origins.listed(origin)) {
+      void reply.header('access-control-allow-origin', origin).header('vary', 'origin');
+      if (req.method === 'OPTIONS') {
+        // A CORS preflight: it carries no token, and says which method and headers may follow.
+        return reply
+          .code(204)
+          .header('access-control-allow-methods', 'GET, POST, DELETE')
+          .header('access-control-allow-headers', 'authorization, content-type')
+          .header('access-control-max-age', '600')
+          .send();
+      }
+    }
     const scope = req.routeOptions.config.scope;
     if (scope === undefined) {
       req.principal = ANONYMOUS;
@@ -154,6 +199,12 @@ export async function createServer(options: ServerOptions): Promise<IdemServer> 
         `must not nest arrays and objects deeper than ${limits.maxJsonDepth} levels`,
       );
     }
+  });
+  // A refused caller, or one answered before its body was read, loses the connection: Node would
+  // otherwise keep reading (and discarding) the rest of a body the client may send as slowly as it likes.
+  app.addHook('onSend', async (req, reply, payload) => {
+    if (CLOSE_AFTER.has(reply.statusCode) || !req.raw.complete) void reply.header('connection', 'close');
+    return payload;
   });
   app.addHook('onResponse', async (req, reply) => {
     metrics.httpRequests.inc({ route: req.routeOptions.url ?? 'unknown', status: String(reply.statusCode) });
@@ -184,6 +235,7 @@ export async function createServer(options: ServerOptions): Promise<IdemServer> 
           store,
           metrics,
           maxSubscriptions: limits.maxSubscriptionsPerConnection,
+          maxSendBufferBytes: limits.maxSendBufferBytes,
           heartbeatMs,
           silenceMs,
           logError: (err, msg) => req.log.error({ err }, msg),
@@ -214,16 +266,40 @@ export async function createServer(options: ServerOptions): Promise<IdemServer> 
   };
 }
 
-function refuseUpgrade(socket: Socket, status: number, body: string): void {
+function refuseUpgrade(socket: Socket, status: number, e: IdemError): void {
   if (socket.destroyed) return;
-  socket.end(
-    `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Error'}\r\n` +
-      'content-type: application/json; charset=utf-8\r\n' +
-      `content-length: ${Buffer.byteLength(body)}\r\n` +
-      'connection: close\r\n\r\n' +
-      body,
-  );
+  socket.end(rawErrorResponse(status, e));
   socket.destroySoon();
+}
+
+/** How long an idle keep-alive connection stays open (fastify's default, kept explicit for the idle timeout). */
+const KEEP_ALIVE_MS = 72_000;
+
+/** Statuses after which the connection is closed (`connection: close`). */
+const CLOSE_AFTER: ReadonlySet<number> = new Set([401, 403, 408, 413]);
+
+/**
+ * Caps the open TCP connections (HTTP and WebSocket alike): one more is answered `503` with the usual
+ * error body and closed before any of its requests is read. The listener runs before Node's own, so
+ * a refused connection never reaches the router.
+ */
+function limitConnections(server: Server, max: number): void {
+  let open = 0;
+  server.prependListener('connection', (socket: Socket) => {
+    if (open >= max) {
+      const e = new IdemError(
+        'unavailable',
+        `too many connections: the server accepts at most ${max} at once (limits.maxConnections, ` +
+          'idem serve --max-connections); try again later',
+        { limit: max },
+      );
+      socket.write(rawErrorResponse(503, e, 'retry-after: 1\r\n'));
+      socket.destroy();
+      return;
+    }
+    open++;
+    socket.once('close', () => open--);
+  });
 }
 
 function pickStoreLimits(l: Partial<ServerLimits>): Partial<ServerLimits> {

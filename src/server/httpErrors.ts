@@ -2,6 +2,7 @@
 import { STATUS_CODES } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { IdemError, InvalidInputError, TooLargeError, type ErrorCode } from '../core/errors.js';
+import { clip, clipDetails, MAX_MESSAGE } from './clip.js';
 import type { WireError } from './protocol.js';
 
 const STATUS: Record<ErrorCode, number> = {
@@ -26,8 +27,9 @@ export function statusForCode(code: ErrorCode): number {
   return STATUS[code] ?? 500;
 }
 
+/** The error as sent: message and details bounded, since both can quote what the client sent. */
 export function wireError(err: IdemError): WireError {
-  return { code: err.code, message: err.message, details: { ...err.details } };
+  return { code: err.code, message: clip(err.message, MAX_MESSAGE), details: clipDetails(err.details) };
 }
 
 /** The JSON body of every error reply: `{ error: { code, message, details } }`. */
@@ -86,12 +88,18 @@ export function clientErrorHandler(err: Error & { code?: string }, socket: Duple
     status = 400;
     e = new InvalidInputError('request', 'is not a well-formed HTTP request');
   }
-  const body = JSON.stringify(errorBody(e));
-  if (socket.writable) {
-    socket.write(
-      `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Error'}\r\ncontent-type: application/json; charset=utf-8\r\n` +
-        `content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
-    );
-  }
+  if (socket.writable) socket.write(rawErrorResponse(status, e));
   socket.destroy();
+}
+
+/**
+ * An error reply to write straight to a socket that no HTTP parser or router answers for (a refused
+ * connection or upgrade, a request Node could not parse): the usual body, then `connection: close`.
+ */
+export function rawErrorResponse(status: number, err: IdemError, headers = ''): string {
+  const body = JSON.stringify(errorBody(err));
+  return (
+    `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Error'}\r\ncontent-type: application/json; charset=utf-8\r\n` +
+    `content-length: ${Buffer.byteLength(body)}\r\n${headers}connection: close\r\n\r\n${body}`
+  );
 }

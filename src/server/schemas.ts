@@ -4,13 +4,14 @@
  */
 import { z } from 'zod';
 import { InvalidInputError } from '../core/errors.js';
+import { clip } from './clip.js';
 
 /** Formats a zod issue path like `events[2].type`. */
 function fieldPath(root: string, path: readonly PropertyKey[], whole = 'body'): string {
   let out = root;
   for (const part of path) {
     if (typeof part === 'number') out += `[${part}]`;
-    else out += out.length === 0 ? String(part) : `.${String(part)}`;
+    else out += out.length === 0 ? clip(String(part)) : `.${clip(String(part))}`;
   }
   return out.length === 0 ? whole : out;
 }
@@ -117,7 +118,7 @@ type Query = Record<string, unknown>;
 export function checkQueryKeys(query: Query, allowed: readonly string[]): void {
   for (const key of Object.keys(query)) {
     if (!allowed.includes(key))
-      throw new InvalidInputError(key, `is not a query parameter here (${allowed.join(', ')})`);
+      throw new InvalidInputError(clip(key), `is not a query parameter here (${allowed.join(', ')})`);
   }
 }
 

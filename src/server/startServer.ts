@@ -3,6 +3,9 @@ import { isIP } from 'node:net';
 import { IdemError, InvalidInputError } from '../core/errors.js';
 import { checkKnownKeys, type KnownKeys } from '../core/knownKeys.js';
 import { createServer, SERVER_OPTION_KEYS, type IdemServer, type ServerOptions } from './createServer.js';
+import { isLoopback } from './origins.js';
+
+export { isLoopback };
 
 export interface StartServerOptions extends ServerOptions {
   /** @default '127.0.0.1' */
@@ -21,13 +24,6 @@ export interface RunningServer extends IdemServer {
   /** The base URL, e.g. `http://127.0.0.1:4680`. */
   readonly url: string;
   readonly port: number;
-}
-
-export function isLoopback(host: string): boolean {
-  const h = host.replace(/^\[|\]$/g, '').toLowerCase();
-  if (h === 'localhost' || h === '::1') return true;
-  if (isIP(h) === 4) return h.startsWith('127.');
-  return h === '::ffff:127.0.0.1';
 }
 
 export async function startServer(options: StartServerOptions): Promise<RunningServer> {

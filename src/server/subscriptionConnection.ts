@@ -10,7 +10,7 @@ import type { EventStore } from '../core/eventStore.js';
 import { normalizeFilter } from '../core/filter.js';
 import type { SubscribeOptions, Subscription } from '../core/subscription.js';
 import { validateFailureInfo } from '../subscriptions/parkInfo.js';
-import { requireFilterWithin, requireScope } from './access.js';
+import { errorFor, requireFilterWithin, requireScope } from './access.js';
 import { toIdemError, wireError } from './httpErrors.js';
 import { nestsDeeperThan } from './jsonDepth.js';
 import type { ServerMetrics } from './metrics.js';
@@ -28,6 +28,8 @@ export interface ConnectionContext {
   store: EventStore;
   metrics: ServerMetrics;
   maxSubscriptions: number;
+  /** Bytes queued for the client, beyond the event frames in flight, at which the connection is closed (1008). */
+  maxSendBufferBytes: number;
   heartbeatMs: number;
   silenceMs: number;
   /** Called for errors that are not the client's fault. */
@@ -58,6 +60,8 @@ export class SubscriptionConnection {
   /** The socket is gone: nothing more is sent. */
   private closed = false;
   private stopping: Promise<void> | null = null;
+  /** Bytes of event frames handed to the socket and not yet written: each pump waits for its own. */
+  private framesInFlight = 0;
   readonly done: Promise<void>;
   private resolveDone!: () => void;
 
@@ -124,7 +128,7 @@ export class SubscriptionConnection {
 
   private onMessage(data: RawData, isBinary: boolean): void {
     this.lastSeen = Date.now();
-    if (this.closed || this.stopping) return;
+    if (this.closed || this.stopping || this.socket.readyState !== this.socket.OPEN) return;
     let raw: unknown;
     try {
       if (isBinary) throw new InvalidInputError('message', 'must be a text frame holding JSON');
@@ -379,6 +383,7 @@ export class SubscriptionConnection {
       this.ctx.logError(err, 'subscription request failed');
       e = new IdemError('internal', 'internal error');
     }
+    e = errorFor(this.principal, e);
     const msg: ServerMessage = { type: 'error', error: wireError(e) };
     if (req !== undefined) msg.req = req;
     if (sub !== undefined) msg.sub = sub;
@@ -388,14 +393,36 @@ export class SubscriptionConnection {
   private send(msg: ServerMessage): void {
     if (this.closed || this.socket.readyState !== this.socket.OPEN) return;
     this.socket.send(JSON.stringify(msg));
+    this.checkSendBuffer();
   }
 
+  /** Sends an event frame and resolves once it is written: the pump's back-pressure. */
   private sendAsync(msg: ServerMessage): Promise<void> {
     if (this.closed || this.socket.readyState !== this.socket.OPEN)
       return Promise.reject(new IdemError('closed', 'connection is closed'));
+    const text = JSON.stringify(msg);
+    const bytes = Buffer.byteLength(text);
+    this.framesInFlight += bytes;
     return new Promise((resolve, reject) =>
-      this.socket.send(JSON.stringify(msg), (err) => (err ? reject(err) : resolve())),
+      this.socket.send(text, (err) => {
+        this.framesInFlight -= bytes;
+        if (err) reject(err);
+        else resolve();
+      }),
     );
+  }
+
+  /**
+   * Replies are not flow-controlled (every request gets one), so a client that sends requests and
+   * never reads would make the server buffer replies without end. Past the limit the connection is
+   * closed with 1008; the close frame waits behind the unread data, so a client that still does not
+   * read is dropped after `silenceMs`.
+   */
+  private checkSendBuffer(): void {
+    const queued = this.socket.bufferedAmount - this.framesInFlight;
+    if (queued <= this.ctx.maxSendBufferBytes) return;
+    this.socket.close(1008, 'send buffer limit: the client does not read its messages');
+    setTimeout(() => this.socket.terminate(), this.ctx.silenceMs).unref();
   }
 }
 

@@ -138,7 +138,12 @@ export function parseTokens(text: string, source = 'tokens'): TokenConfig[] {
     try {
       parsed = JSON.parse(trimmed);
     } catch (err) {
-      throw new InvalidInputError(source, `is not valid JSON: ${(err as Error).message}`);
+      // The parser's message quotes the text around the mistake, which holds secrets: only its position is kept.
+      const at = /position (\d+)/.exec((err as Error).message)?.[1];
+      throw new InvalidInputError(
+        source,
+        `is not valid JSON${at === undefined ? '' : ` (at character ${at})`}`,
+      );
     }
     const list = Array.isArray(parsed) ? parsed : (parsed as { tokens?: unknown }).tokens;
     if (!Array.isArray(list))

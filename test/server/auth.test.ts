@@ -125,14 +125,14 @@ describe('HTTP routes enforce tokens and scopes', () => {
       ...t,
       body: { events: [{ type: 'a', data: 1 }] },
     });
-    assert.equal(foreign.status, 403);
-    assert.equal(foreign.json.error.code, 'forbidden');
+    assert.equal(foreign.status, 404, 'a stream outside the prefixes is not found');
+    assert.equal(foreign.json.error.code, 'not_found');
     assert.equal(await store.headPosition(), head);
     await request('POST', '/v1/streams/order-9/events', {
       token: 'tok-append',
       body: { events: [{ type: 'o', data: 1 }] },
     });
-    assert.equal((await request('GET', '/v1/streams/order-9/events', t)).status, 403);
+    assert.equal((await request('GET', '/v1/streams/order-9/events', t)).status, 404);
     const all = await request('GET', '/v1/events', t);
     assert.equal(all.status, 200);
     assert.ok(all.json.events.length > 0);
@@ -153,7 +153,7 @@ describe('HTTP routes enforce tokens and scopes', () => {
     const names = (list.json.consumers as { name: string }[]).map((c) => c.name);
     assert.ok(names.includes(inside) && !names.includes(outside), list.text);
     assert.equal((await request('GET', `/v1/consumers/${inside}`, t)).status, 200);
-    assert.equal((await request('GET', `/v1/consumers/${outside}`, t)).status, 403);
+    assert.equal((await request('GET', `/v1/consumers/${outside}`, t)).status, 404);
   });
 });
 

@@ -19,6 +19,7 @@ export interface ServerFixtureOptions {
   tokens?: TokenConfig[];
   heartbeatMs?: number;
   silenceMs?: number;
+  allowedOrigins?: string[];
 }
 
 export async function startTestServer(options: ServerFixtureOptions = {}): Promise<ServerFixture> {
@@ -38,6 +39,7 @@ export async function startTestServer(options: ServerFixtureOptions = {}): Promi
       ...(options.tokens ? { tokens: options.tokens } : {}),
       ...(options.heartbeatMs ? { heartbeatMs: options.heartbeatMs } : {}),
       ...(options.silenceMs ? { silenceMs: options.silenceMs } : {}),
+      ...(options.allowedOrigins ? { allowedOrigins: options.allowedOrigins } : {}),
     });
     const s = store;
     return {
@@ -57,5 +59,18 @@ export async function startTestServer(options: ServerFixtureOptions = {}): Promi
     await store?.close();
     await dir.cleanup();
     throw err;
+  }
+}
+
+/** Runs `fn` with a server started for it, and cleans up after it. */
+export async function withServer(
+  options: ServerFixtureOptions,
+  fn: (f: ServerFixture) => Promise<void>,
+): Promise<void> {
+  const f = await startTestServer(options);
+  try {
+    await fn(f);
+  } finally {
+    await f.cleanup();
   }
 }

@@ -8,20 +8,8 @@ import { openSqliteStore, type SqliteEventStore } from '../../src/sqlite/sqliteS
 import { randomCategory, randomConsumer } from '../support/names.js';
 import { tempDir } from '../support/tempDir.js';
 import { until } from '../support/until.js';
-import { startTestServer, type ServerFixture, type ServerFixtureOptions } from './serverFixture.js';
+import { withServer } from './serverFixture.js';
 import { errorCode, WsPeer, type Msg } from './wsPeer.js';
-
-async function withServer(
-  options: ServerFixtureOptions,
-  fn: (f: ServerFixture) => Promise<void>,
-): Promise<void> {
-  const f = await startTestServer(options);
-  try {
-    await fn(f);
-  } finally {
-    await f.cleanup();
-  }
-}
 
 async function appendMany(store: EventStore, stream: string, n: number): Promise<void> {
   await store.append(
