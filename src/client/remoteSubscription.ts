@@ -14,7 +14,7 @@ import type {
   SubscriptionMessage,
 } from '../core/subscription.js';
 import { validateConsumerName, validatePosition } from '../core/validation.js';
-import type { ClientMessage, ServerMessage, SubscribeRequest } from '../server/protocol.js';
+import type { ClientMessage, ServerMessage, SubscribeRequest } from '../core/protocol.js';
 import { errorFromWire } from './errorFromWire.js';
 
 type Pending = { resolve: () => void; reject: (err: Error) => void };

@@ -18,7 +18,7 @@ import {
   type RequestId,
   type ServerMessage,
   type SubscribeRequest,
-} from './protocol.js';
+} from '../core/protocol.js';
 import { clientMessageSchema, parseWith } from './schemas.js';
 import type { Principal } from './tokens.js';
 
