@@ -1,9 +1,10 @@
 /** The remote store: the `EventStore` port over the server's HTTP API and WebSocket subscriptions. */
-import { ClosedError } from '../core/errors.js';
+import { ClosedError, IdemError } from '../core/errors.js';
 import type { AppendResult, NewEvent, RecordedEvent } from '../core/event.js';
 import type { AppendOptions, EventStore, ReadAllOptions, ReadStreamOptions } from '../core/eventStore.js';
 import { parseExpectedVersion } from '../core/expectedVersion.js';
 import { normalizeFilter } from '../core/filter.js';
+import type { MigrationStatus } from '../core/migrationStatus.js';
 import type {
   ConsumerAdmin,
   ConsumerInfo,
@@ -102,6 +103,22 @@ export class RemoteEventStore implements EventStore {
       if (page.next === null || page.events.length === 0) return;
       after = page.next;
     }
+  }
+
+  /** The server's store's schema status, from `/health`. */
+  async migrationStatus(): Promise<MigrationStatus> {
+    this.assertOpen();
+    const r = await this.http.request<{
+      migrations: { current?: number; expected?: number; error?: string };
+    }>('GET', '/health', { retry: true, answerStatuses: [503] });
+    const { current, expected, error } = r.migrations;
+    if (current === undefined || expected === undefined) {
+      throw new IdemError(
+        'unavailable',
+        `the server does not report its store's migrations${error === undefined ? '' : `: ${error}`}`,
+      );
+    }
+    return { current, expected };
   }
 
   async headPosition(): Promise<number> {

@@ -4,6 +4,7 @@ import type { AppendResult, NewEvent, RecordedEvent } from '../core/event.js';
 import { ClosedError, InvalidInputError } from '../core/errors.js';
 import { filterKey, normalizeFilter, type EventFilter } from '../core/filter.js';
 import { DEFAULT_LIMITS, type StoreLimits } from '../core/limits.js';
+import { migrationStatus, type MigrationStatus } from '../core/migrationStatus.js';
 import type { ConsumerAdmin, DeadLetterAdmin, SubscribeOptions, Subscription } from '../core/subscription.js';
 import { validateLimit, validatePosition, validateStreamName } from '../core/validation.js';
 import { AppendBatcher } from './appendBatcher.js';
@@ -13,7 +14,7 @@ import { withReconnect, type RetryOptions } from './connectionFaults.js';
 import { guardPool } from './checkout.js';
 import { EVENT_TUPLE_COLUMNS, filterSql, tuplesToRecordedEvents, type PgEventTuple } from './eventRows.js';
 import { loadPg } from './loadPg.js';
-import { EVENT_STORE_MIGRATIONS, runPgMigrations, type PgMigration } from './migrations.js';
+import { currentVersion, EVENT_STORE_MIGRATIONS, runPgMigrations, type PgMigration } from './migrations.js';
 import { SUBSCRIPTION_MIGRATIONS } from './subscriptionSchema.js';
 import { PgSubscriptionState } from './subscriptionState.js';
 import { SubscriptionService } from '../subscriptions/subscriptionService.js';
@@ -176,6 +177,16 @@ export class PostgresEventStore implements EventStore {
       this.countFault,
     );
     return tuplesToRecordedEvents(r.rows);
+  }
+
+  async migrationStatus(): Promise<MigrationStatus> {
+    this.assertOpen();
+    const current = await withReconnect(
+      () => currentVersion({ pool: this.pool, schema: this.schema }),
+      this.retry,
+      this.countFault,
+    );
+    return migrationStatus(current, STORE_MIGRATIONS);
   }
 
   async headPosition(): Promise<number> {

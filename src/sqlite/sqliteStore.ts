@@ -6,13 +6,14 @@ import { ClosedError, InvalidInputError } from '../core/errors.js';
 import { parseExpectedVersion } from '../core/expectedVersion.js';
 import { filterKey, normalizeFilter, type EventFilter } from '../core/filter.js';
 import { DEFAULT_LIMITS, type StoreLimits } from '../core/limits.js';
+import { migrationStatus, type MigrationStatus } from '../core/migrationStatus.js';
 import type { ConsumerAdmin, DeadLetterAdmin, SubscribeOptions, Subscription } from '../core/subscription.js';
 import { prepareAppend, validateLimit, validatePosition, validateStreamName } from '../core/validation.js';
 import { SubscriptionService } from '../subscriptions/subscriptionService.js';
 import { SqliteSubscriptionState } from './subscriptionState.js';
 import { AppendBatcher } from './appendBatcher.js';
 import { EVENT_COLUMNS, filterSql, tuplesToRecordedEvents, type EventTuple } from './eventRows.js';
-import { runMigrations, STORE_MIGRATIONS } from './migrations.js';
+import { runMigrations, schemaVersion, STORE_MIGRATIONS } from './migrations.js';
 import { openDatabase, retryWhileBusy } from './connection.js';
 
 /**
@@ -162,6 +163,11 @@ export class SqliteEventStore implements EventStore {
       this.pageQueries.set(key, q);
     }
     return tuplesToRecordedEvents(q.stmt.all(after, ...q.params, limit) as EventTuple[]);
+  }
+
+  async migrationStatus(): Promise<MigrationStatus> {
+    this.assertOpen();
+    return migrationStatus(schemaVersion(this.db), STORE_MIGRATIONS);
   }
 
   async headPosition(): Promise<number> {

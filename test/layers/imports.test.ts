@@ -18,7 +18,7 @@ const ALLOWED: Record<string, readonly string[]> = {
   effects: ['core'],
   consumer: ['core', 'effects'],
   client: ['core'],
-  server: ['core', 'sqlite'],
+  server: ['core'],
   '.': ['core', 'memory', 'consumer', 'effects'],
   demo: ['core', 'sqlite', 'consumer', 'client', 'server'],
   bench: ['core', 'sqlite', 'postgres', 'consumer', 'client', 'server'],

@@ -17,6 +17,7 @@ import type { MakeStore } from './suite/context.js';
 import { expectedVersionTests } from './suite/expectedVersion.js';
 import { idempotencyTests } from './suite/idempotency.js';
 import { largeReadTests, type LargeReadOptions } from './suite/largeReads.js';
+import { migrationStatusTests } from './suite/migrationStatus.js';
 import { readTests } from './suite/reads.js';
 import { validationTests } from './suite/validation.js';
 
@@ -40,5 +41,6 @@ export function describeEventStore(
     readTests(makeStore);
     largeReadTests(makeStore, options);
     validationTests(makeStore);
+    migrationStatusTests(makeStore);
   });
 }
