@@ -5,6 +5,7 @@ import type { AppendOptions, EventStore, ReadAllOptions, ReadStreamOptions } fro
 import { parseExpectedVersion } from '../core/expectedVersion.js';
 import { normalizeFilter } from '../core/filter.js';
 import type { MigrationStatus } from '../core/migrationStatus.js';
+import { readPages, type Page } from '../core/readPages.js';
 import type {
   ConsumerAdmin,
   ConsumerInfo,
@@ -67,42 +68,29 @@ export class RemoteEventStore implements EventStore {
   async *readStream(stream: string, options: ReadStreamOptions = {}): AsyncGenerator<RecordedEvent> {
     this.assertOpen();
     validateStreamName(stream);
-    let from = options.fromVersion === undefined ? 1 : validatePosition(options.fromVersion, 'fromVersion');
-    let remaining = validateLimit(options.limit) ?? Number.POSITIVE_INFINITY;
-    while (remaining > 0) {
+    const from = options.fromVersion === undefined ? 1 : validatePosition(options.fromVersion, 'fromVersion');
+    const limit = validateLimit(options.limit);
+    yield* readPages(from, limit, PAGE, (version, size) => {
       this.assertOpen();
-      const page = await this.http.request<{ events: RecordedEvent[]; next: number | null }>(
-        'GET',
-        `/v1/streams/${encodeURIComponent(stream)}/events`,
-        { query: { fromVersion: from, limit: Math.min(PAGE, remaining) }, retry: true },
-      );
-      for (const e of page.events) yield e;
-      remaining -= page.events.length;
-      if (page.next === null || page.events.length === 0) return;
-      from = page.next;
-    }
+      return this.http.request<Page>('GET', `/v1/streams/${encodeURIComponent(stream)}/events`, {
+        query: { fromVersion: version, limit: size },
+        retry: true,
+      });
+    });
   }
 
   async *readAll(options: ReadAllOptions = {}): AsyncGenerator<RecordedEvent> {
     this.assertOpen();
-    let after = options.after === undefined ? 0 : validatePosition(options.after, 'after');
+    const after = options.after === undefined ? 0 : validatePosition(options.after, 'after');
     const filter = normalizeFilter(options.filter);
-    let remaining = validateLimit(options.limit) ?? Number.POSITIVE_INFINITY;
-    while (remaining > 0) {
+    const limit = validateLimit(options.limit);
+    yield* readPages(after, limit, PAGE, (position, size) => {
       this.assertOpen();
-      const page = await this.http.request<{ events: RecordedEvent[]; next: number | null }>(
-        'GET',
-        '/v1/events',
-        {
-          query: { after, limit: Math.min(PAGE, remaining), ...filter },
-          retry: true,
-        },
-      );
-      for (const e of page.events) yield e;
-      remaining -= page.events.length;
-      if (page.next === null || page.events.length === 0) return;
-      after = page.next;
-    }
+      return this.http.request<Page>('GET', '/v1/events', {
+        query: { after: position, limit: size, ...filter },
+        retry: true,
+      });
+    });
   }
 
   /** The server's store's schema status, from `/health`. */

@@ -5,6 +5,7 @@ import { ClosedError, InvalidInputError } from '../core/errors.js';
 import { filterKey, normalizeFilter, type EventFilter } from '../core/filter.js';
 import { DEFAULT_LIMITS, type StoreLimits } from '../core/limits.js';
 import { migrationStatus, type MigrationStatus } from '../core/migrationStatus.js';
+import { readPages, tablePage } from '../core/readPages.js';
 import type { ConsumerAdmin, DeadLetterAdmin, SubscribeOptions, Subscription } from '../core/subscription.js';
 import { validateLimit, validatePosition, validateStreamName } from '../core/validation.js';
 import { AppendBatcher } from './appendBatcher.js';
@@ -118,34 +119,25 @@ export class PostgresEventStore implements EventStore {
 
   async *readStream(stream: string, options: ReadStreamOptions = {}): AsyncGenerator<RecordedEvent> {
     validateStreamName(stream);
-    let from = options.fromVersion === undefined ? 1 : validatePosition(options.fromVersion, 'fromVersion');
-    let remaining = validateLimit(options.limit) ?? Infinity;
-    while (remaining > 0) {
+    const from = options.fromVersion === undefined ? 1 : validatePosition(options.fromVersion, 'fromVersion');
+    const limit = validateLimit(options.limit);
+    yield* readPages(from, limit, this.pageSize, async (version, size) => {
       this.assertOpen();
-      const size = Math.min(this.pageSize, remaining);
       const events = await this.queryEvents(
         `SELECT ${EVENT_TUPLE_COLUMNS} FROM ${this.s}.events WHERE stream = $1 AND version >= $2 ORDER BY version LIMIT $3`,
-        [stream, from, size],
+        [stream, version, size],
       );
-      for (const e of events) yield e;
-      if (events.length < size) return;
-      remaining -= events.length;
-      from = events[events.length - 1]!.version + 1;
-    }
+      return tablePage(events, size, (last) => last.version + 1);
+    });
   }
 
   async *readAll(options: ReadAllOptions = {}): AsyncGenerator<RecordedEvent> {
-    let after = options.after === undefined ? 0 : validatePosition(options.after, 'after');
+    const after = options.after === undefined ? 0 : validatePosition(options.after, 'after');
     const filter = normalizeFilter(options.filter);
-    let remaining = validateLimit(options.limit) ?? Infinity;
-    while (remaining > 0) {
-      const size = Math.min(this.pageSize, remaining);
-      const events = await this.readPage(after, filter, size);
-      for (const e of events) yield e;
-      if (events.length < size) return;
-      remaining -= events.length;
-      after = events[events.length - 1]!.position;
-    }
+    const limit = validateLimit(options.limit);
+    yield* readPages(after, limit, this.pageSize, async (position, size) =>
+      tablePage(await this.readPage(position, filter, size), size, (last) => last.position),
+    );
   }
 
   /**

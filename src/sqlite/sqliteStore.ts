@@ -7,6 +7,7 @@ import { parseExpectedVersion } from '../core/expectedVersion.js';
 import { filterKey, normalizeFilter, type EventFilter } from '../core/filter.js';
 import { DEFAULT_LIMITS, type StoreLimits } from '../core/limits.js';
 import { migrationStatus, type MigrationStatus } from '../core/migrationStatus.js';
+import { readPages, tablePage } from '../core/readPages.js';
 import type { ConsumerAdmin, DeadLetterAdmin, SubscribeOptions, Subscription } from '../core/subscription.js';
 import { prepareAppend, validateLimit, validatePosition, validateStreamName } from '../core/validation.js';
 import { SubscriptionService } from '../subscriptions/subscriptionService.js';
@@ -100,38 +101,29 @@ export class SqliteEventStore implements EventStore {
 
   async *readStream(stream: string, options: ReadStreamOptions = {}): AsyncGenerator<RecordedEvent> {
     validateStreamName(stream);
-    let from = options.fromVersion === undefined ? 1 : validatePosition(options.fromVersion, 'fromVersion');
-    let remaining = validateLimit(options.limit) ?? Infinity;
+    const from = options.fromVersion === undefined ? 1 : validatePosition(options.fromVersion, 'fromVersion');
+    const limit = validateLimit(options.limit);
     this.assertOpen();
     const stmt = (this.streamPageStmt ??= this.db
       .prepare(
         `SELECT ${EVENT_COLUMNS} FROM idem_events WHERE stream = ? AND version >= ? ORDER BY version LIMIT ?`,
       )
       .raw(true));
-    while (remaining > 0) {
+    yield* readPages(from, limit, this.pageSize, (version, size) => {
       this.assertOpen();
-      const size = Math.min(this.pageSize, remaining);
-      const events = tuplesToRecordedEvents(stmt.all(stream, from, size) as EventTuple[]);
-      for (const e of events) yield e;
-      if (events.length < size) return;
-      remaining -= events.length;
-      from = events[events.length - 1]!.version + 1;
-    }
+      const events = tuplesToRecordedEvents(stmt.all(stream, version, size) as EventTuple[]);
+      return tablePage(events, size, (last) => last.version + 1);
+    });
   }
 
   async *readAll(options: ReadAllOptions = {}): AsyncGenerator<RecordedEvent> {
-    let after = options.after === undefined ? 0 : validatePosition(options.after, 'after');
+    const after = options.after === undefined ? 0 : validatePosition(options.after, 'after');
     const filter = normalizeFilter(options.filter);
-    let remaining = validateLimit(options.limit) ?? Infinity;
-    while (remaining > 0) {
+    const limit = validateLimit(options.limit);
+    yield* readPages(after, limit, this.pageSize, (position, size) => {
       this.assertOpen();
-      const size = Math.min(this.pageSize, remaining);
-      const events = this.page(after, filter, size);
-      for (const e of events) yield e;
-      if (events.length < size) return;
-      remaining -= events.length;
-      after = events[events.length - 1]!.position;
-    }
+      return tablePage(this.page(position, filter, size), size, (last) => last.position);
+    });
   }
 
   /**
