@@ -5,11 +5,7 @@ import { postgresTarget } from '../../src/postgres/target.js';
 import { createTempDatabase } from '../support/postgres.js';
 import { requireOrSkip } from '../support/services.js';
 import { postgresFixtures } from './support/targetFixture.js';
-import { describeBatchHandler } from './suites/batchHandler.suite.js';
-import { describeErrorsAndGaps } from './suites/errors.suite.js';
-import { describeLedgerAndGuards } from './suites/ledger.suite.js';
-import { describeLifecycleAndMetrics } from './suites/lifecycle.suite.js';
-import { describeTarget } from './suites/target.suite.js';
+import { describeConsumer } from './consumer.suite.js';
 
 // One temporary PostgreSQL database for the file, a schema per test (both dropped afterwards);
 // skipped when PostgreSQL is down, unless IDEM_REQUIRE_SERVICES=1.
@@ -18,11 +14,7 @@ const fixtures = postgresFixtures();
 const makePostgresFixture = fixtures.make;
 after(() => fixtures.close());
 describe('postgres target', { skip }, () => {
-  describeLedgerAndGuards('postgres target', makePostgresFixture);
-  describeErrorsAndGaps('postgres target', makePostgresFixture);
-  describeBatchHandler('postgres target', makePostgresFixture);
-  describeLifecycleAndMetrics('postgres target', makePostgresFixture);
-  describeTarget('postgres target', makePostgresFixture);
+  describeConsumer('postgres target', makePostgresFixture);
 });
 
 describe('postgresTarget options', { skip }, () => {

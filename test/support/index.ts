@@ -3,9 +3,7 @@ export { until, type UntilOptions } from './until.js';
 export { tempDir, type TempDir } from './tempDir.js';
 export { randomCategory, randomConsumer, randomIdentifier, randomStream, randomSuffix } from './names.js';
 export {
-  NATS_URL,
   POSTGRES_URL,
-  natsAvailable,
   postgresAvailable,
   requireOrSkip,
   servicesRequired,

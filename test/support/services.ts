@@ -1,10 +1,9 @@
 import { connect } from 'node:net';
 
-export type Service = 'postgres' | 'nats';
+export type Service = 'postgres';
 
-/** Where the test services listen; override with IDEM_PG_URL and IDEM_NATS_URL. */
+/** Where the test PostgreSQL listens; override with IDEM_PG_URL. */
 export const POSTGRES_URL = process.env.IDEM_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
-export const NATS_URL = process.env.IDEM_NATS_URL ?? 'nats://127.0.0.1:4222';
 
 /** True when a TCP connection to host:port opens within `timeoutMs`. */
 export function tcpReachable(host: string, port: number, timeoutMs = 1000): Promise<boolean> {
@@ -26,41 +25,26 @@ function hostPort(url: string, defaultPort: number): { host: string; port: numbe
   return { host: u.hostname || '127.0.0.1', port: u.port ? Number(u.port) : defaultPort };
 }
 
-const cache = new Map<Service, Promise<boolean>>();
+let postgresUp: Promise<boolean> | undefined;
 
 /** True when PostgreSQL accepts connections at POSTGRES_URL (a real query, not just a TCP check). */
 export function postgresAvailable(): Promise<boolean> {
-  let p = cache.get('postgres');
-  if (!p) {
-    p = (async () => {
-      const { host, port } = hostPort(POSTGRES_URL, 5432);
-      if (!(await tcpReachable(host, port))) return false;
-      const pg = await import('pg');
-      const client = new pg.default.Client({ connectionString: POSTGRES_URL, connectionTimeoutMillis: 2000 });
-      try {
-        await client.connect();
-        await client.query('select 1');
-        return true;
-      } catch {
-        return false;
-      } finally {
-        await client.end().catch(() => undefined);
-      }
-    })();
-    cache.set('postgres', p);
-  }
-  return p;
-}
-
-/** True when something accepts TCP connections at NATS_URL (127.0.0.1:4222 by default). */
-export function natsAvailable(): Promise<boolean> {
-  let p = cache.get('nats');
-  if (!p) {
-    const { host, port } = hostPort(NATS_URL, 4222);
-    p = tcpReachable(host, port);
-    cache.set('nats', p);
-  }
-  return p;
+  postgresUp ??= (async () => {
+    const { host, port } = hostPort(POSTGRES_URL, 5432);
+    if (!(await tcpReachable(host, port))) return false;
+    const pg = await import('pg');
+    const client = new pg.default.Client({ connectionString: POSTGRES_URL, connectionTimeoutMillis: 2000 });
+    try {
+      await client.connect();
+      await client.query('select 1');
+      return true;
+    } catch {
+      return false;
+    } finally {
+      await client.end().catch(() => undefined);
+    }
+  })();
+  return postgresUp;
 }
 
 /** True when IDEM_REQUIRE_SERVICES=1: a missing service must fail the run instead of skipping. */
@@ -78,11 +62,9 @@ export function servicesRequired(): boolean {
  * ```
  */
 export async function requireOrSkip(service: Service): Promise<string | false> {
-  const up = service === 'postgres' ? await postgresAvailable() : await natsAvailable();
-  if (up) return false;
-  const where = service === 'postgres' ? POSTGRES_URL : NATS_URL;
+  if (await postgresAvailable()) return false;
   if (servicesRequired()) {
-    throw new Error(`${service} is required (IDEM_REQUIRE_SERVICES=1) but unreachable at ${where}`);
+    throw new Error(`${service} is required (IDEM_REQUIRE_SERVICES=1) but unreachable at ${POSTGRES_URL}`);
   }
-  return `${service} unreachable at ${where} (set IDEM_REQUIRE_SERVICES=1 to fail instead)`;
+  return `${service} unreachable at ${POSTGRES_URL} (set IDEM_REQUIRE_SERVICES=1 to fail instead)`;
 }

@@ -113,11 +113,3 @@ describe('postgres test databases', { skip: pgSkip }, () => {
     }
   });
 });
-
-const natsSkip = await requireOrSkip('nats');
-
-describe('nats availability', { skip: natsSkip }, () => {
-  it('reports the NATS port reachable', async () => {
-    assert.equal(await requireOrSkip('nats'), false);
-  });
-});
