@@ -1,5 +1,5 @@
 /**
- * The behaviour suite of the EventStore port (issue 2, items 5-6), written against the port only,
+ * The behaviour suite of the EventStore port, written against the port only,
  * so that every store runs it: memory, SQLite, PostgreSQL, and the remote client.
  *
  * ```ts
