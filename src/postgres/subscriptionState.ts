@@ -8,7 +8,7 @@ import type {
   AckResult,
   AcquireResult,
   AdminResult,
-  ConsumerState,
+  ConsumerRecord,
   DeadLetterRecord,
   Fenced,
   ParkRequest,
@@ -31,8 +31,8 @@ interface ConsumerRow {
   lease_expires_at: Date | null;
   lease_token: string | null;
   status: StoredConsumerStatus;
-  last_error: ConsumerState['lastError'];
-  failed_event: ConsumerState['failedEvent'];
+  last_error: ConsumerRecord['lastError'];
+  failed_event: ConsumerRecord['failedEvent'];
   created_at: Date;
   updated_at: Date;
   parked: string;
@@ -221,12 +221,12 @@ export class PgSubscriptionState implements SubscriptionStateBackend {
     });
   }
 
-  async get(name: string): Promise<ConsumerState | null> {
+  async get(name: string): Promise<ConsumerRecord | null> {
     const row = await this.row(name);
     return row ? toState(row) : null;
   }
 
-  async list(): Promise<ConsumerState[]> {
+  async list(): Promise<ConsumerRecord[]> {
     return (await this.query<ConsumerRow>(`${this.selectConsumer()} ORDER BY c.name`)).map(toState);
   }
 
@@ -379,7 +379,7 @@ function iso(d: Date | null): string | null {
   return d === null ? null : d.toISOString();
 }
 
-function toState(row: ConsumerRow): ConsumerState {
+function toState(row: ConsumerRow): ConsumerRecord {
   return {
     name: row.name,
     filter: row.filter,
