@@ -13,11 +13,21 @@ import { appendEvents } from './appendEvents.js';
 import { AppendNotifier } from './appendNotifier.js';
 import { withReconnect, type RetryOptions } from './connectionFaults.js';
 import { guardPool } from './checkout.js';
-import { EVENT_TUPLE_COLUMNS, filterSql, tuplesToRecordedEvents, type PgEventTuple } from './eventRows.js';
+import {
+  EVENT_TUPLE_COLUMNS,
+  filterSql,
+  tuplesToRecordedEvents,
+  type PostgresEventTuple,
+} from './eventRows.js';
 import { loadPg } from './loadPg.js';
-import { currentVersion, EVENT_STORE_MIGRATIONS, runPgMigrations, type PgMigration } from './migrations.js';
+import {
+  currentVersion,
+  EVENT_STORE_MIGRATIONS,
+  runPgMigrations,
+  type PostgresMigration,
+} from './migrations.js';
 import { SUBSCRIPTION_MIGRATIONS } from './subscriptionSchema.js';
-import { PgSubscriptionState } from './subscriptionState.js';
+import { PostgresSubscriptionState } from './subscriptionState.js';
 import { SubscriptionService } from '../subscriptions/subscriptionService.js';
 import { appendChannel, DEFAULT_SCHEMA, quoteSchema, validateSchemaName } from './schemaName.js';
 
@@ -93,7 +103,10 @@ export class PostgresEventStore implements EventStore {
       readHead: () => this.headPosition(),
       ...(options.pollIntervalMs === undefined ? {} : { pollIntervalMs: options.pollIntervalMs }),
     });
-    this.subscriptions = new SubscriptionService(this, new PgSubscriptionState(pool, this.s, this.retry));
+    this.subscriptions = new SubscriptionService(
+      this,
+      new PostgresSubscriptionState(pool, this.s, this.retry),
+    );
     this.consumers = this.subscriptions.consumers;
     this.deadLetters = this.subscriptions.deadLetters;
   }
@@ -164,7 +177,7 @@ export class PostgresEventStore implements EventStore {
   /** Runs a read of `EVENT_TUPLE_COLUMNS` (rows as arrays: no object per row to build and drop). */
   private async queryEvents(text: string, values: unknown[]): Promise<RecordedEvent[]> {
     const r = await withReconnect(
-      () => this.pool.query<PgEventTuple>({ text, values, rowMode: 'array' }),
+      () => this.pool.query<PostgresEventTuple>({ text, values, rowMode: 'array' }),
       this.retry,
       this.countFault,
     );
@@ -245,7 +258,7 @@ export class PostgresEventStore implements EventStore {
 }
 
 /** Every schema step of the store: events (1), consumer state (2). */
-export const STORE_MIGRATIONS: readonly PgMigration[] = [
+export const STORE_MIGRATIONS: readonly PostgresMigration[] = [
   ...EVENT_STORE_MIGRATIONS,
   ...SUBSCRIPTION_MIGRATIONS,
 ];

@@ -63,7 +63,7 @@ const TTL = (param: string): string => `now() + ${param}::bigint * interval '1 m
  * gets the next epoch, and every epoch-carrying write checks the epoch in the same statement.
  * Statements are retried on a new connection after a connection fault; each is safe to repeat.
  */
-export class PgSubscriptionState implements SubscriptionStateBackend {
+export class PostgresSubscriptionState implements SubscriptionStateBackend {
   private readonly c: string;
   private readonly d: string;
 
