@@ -28,6 +28,8 @@ const SLOW = [
   'test/store/sqliteProcesses.test.ts',
   'test/postgres/processes.test.ts',
   'test/subscriptions/twoProcess.test.ts',
+  'test/effects/dispatcherSqlite.test.ts',
+  'test/effects/dispatcherPostgres.test.ts',
   // The benchmark's smoke run.
   'test/bench/bench.test.ts',
   // Fault injection: connections cut, fuzzed requests.
