@@ -1,7 +1,10 @@
 #!/usr/bin/env node
 // Runs every test file under test/ with node's test runner through tsx.
 // Node 20 has no glob support in `node --test`, so the files are listed here.
-// Usage: node scripts/run-tests.mjs [substring-filter ...]
+// Usage: node scripts/run-tests.mjs [--fast] [substring-filter ...]
+//   --fast leaves out the files that kill processes, smoke-run the benchmarks, inject faults or run
+//   the CLI a process per command (the inner loop: `npm run test:fast`); `npm test` runs every
+//   file, as CI does.
 import { readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { spawn } from 'node:child_process';
@@ -16,9 +19,39 @@ function walk(dir) {
   return out;
 }
 
-const filters = process.argv.slice(2);
+/** Files left out by --fast, the slowest kinds: they stay in `npm test` and CI. */
+const SLOW = [
+  // Real processes killed and restarted.
+  'test/faults/',
+  'test/demo/demo.test.ts',
+  'test/consumer/crash.test.ts',
+  'test/store/sqliteProcesses.test.ts',
+  'test/postgres/processes.test.ts',
+  'test/subscriptions/twoProcess.test.ts',
+  'test/effects/dispatcherSqlite.test.ts',
+  'test/effects/dispatcherPostgres.test.ts',
+  // The benchmark's smoke run.
+  'test/bench/bench.test.ts',
+  // Fault injection: connections cut, fuzzed requests.
+  'test/client/cuts.test.ts',
+  'test/server/fuzz.test.ts',
+  // The CLI end to end, a node process per command.
+  'test/cli/appendRead.test.ts',
+  'test/cli/consumers.test.ts',
+  'test/cli/postgres.test.ts',
+  'test/cli/serve.test.ts',
+  'test/cli/serveOptions.test.ts',
+  'test/cli/tail.test.ts',
+  'test/cli/targetFlags.test.ts',
+  'test/cli/verify.test.ts',
+];
+
+const args = process.argv.slice(2);
+const fast = args.includes('--fast');
+const filters = args.filter((a) => a !== '--fast');
 const files = walk('test')
   .filter((f) => filters.length === 0 || filters.some((s) => f.includes(s)))
+  .filter((f) => !fast || !SLOW.some((s) => f.includes(s)))
   .sort();
 if (files.length === 0) {
   console.error('no test files matched');

@@ -1,5 +1,5 @@
 // The root entry point `idem`: types, errors, filters, the in-memory reference store
-// (and the consumer runtime as it lands).
+// and the consumer runtime with its effects.
 export * from './core/index.js';
 export { createMemoryStore, MemoryEventStore } from './memory/memoryStore.js';
 export type { MemoryStoreOptions } from './memory/memoryStore.js';

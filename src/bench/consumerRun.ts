@@ -18,7 +18,7 @@ export interface ConsumerRunSpec<Tx> {
   /** The per-event handler, or (`handleBatch`) the batch handler: exactly one. */
   handle?: Handler<Tx>;
   handleBatch?: BatchHandler<Tx>;
-  /** @default ['event-id', 'entity-version'] (ledger rows and entity versions, as the issue asks) */
+  /** @default ['event-id', 'entity-version'] (ledger rows and entity versions) */
   guard?: Guard[];
   /** The consumer's batch options. @default the consumer's defaults (pages of 500, catch-up transactions of up to 5,000) */
   batch?: BatchOptions;

@@ -84,9 +84,8 @@ const collectGarbage: () => void = (() => {
 /**
  * Runs `fn` and returns how long it took, with the rate for `events`. A full garbage collection runs
  * first, so that what the scenario built before the clock started (its events, its rows: tens of MB)
- * is not collected on the measured code's time, which differed from shape to shape and from run to
- * run (2026-12-03, ad hoc: idem's 100-event appends at a median 0.88x of raw without it, 0.93x
- * with it).
+ * is not collected on the measured code's time, which would differ from shape to shape and from run
+ * to run.
  */
 export async function timed(events: number, fn: () => Promise<void> | void): Promise<Timed> {
   collectGarbage();

@@ -115,8 +115,8 @@ export async function runBench(options: BenchOptions = {}): Promise<BenchReport>
       // Each scenario's files and databases go before the next one starts, and so do the OS's
       // dirty pages, so that no scenario pays for an earlier one's data: PostgreSQL's background
       // work on databases kept to the end of the run (checkpoint writes, autovacuum) and the
-      // kernel's writeback competed with later scenarios (seen on 2026-12-02: live p99 embedded
-      // 14.3 ms right after the consumer scenarios, 4.4 ms once their databases were dropped).
+      // kernel's writeback compete with later scenarios (the live latency's p99 after the consumer
+      // scenarios is several times its p99 once their databases are dropped).
       for (const problem of await resources.cleanup()) log(`cleanup: ${problem}`);
       const flushed = await flushDirtyPages();
       if (flushed !== null) log(`${scenario.name}: flushed the OS's dirty pages in ${flushed.toFixed(1)} s`);

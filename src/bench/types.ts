@@ -16,7 +16,7 @@ export interface BenchRow {
   baselineEventsPerSec: number | null;
   /** eventsPerSec / baselineEventsPerSec. */
   ratio: number | null;
-  /** The issue's target for this row, in words, e.g. `>= 10x baseline`. */
+  /** The target for this row, in words, e.g. `>= 10x baseline`. */
   target: string | null;
   /** Whether the target was met; null when the row has no target. */
   met: boolean | null;

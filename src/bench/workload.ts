@@ -3,7 +3,7 @@ import type { NewEvent } from '../core/event.js';
 import type { EventStore } from '../core/eventStore.js';
 import { uuidv7 } from '../core/uuid.js';
 
-/** Streams the events are spread over (the issue's 1,000). */
+/** Streams the events are spread over. */
 export const STREAMS = 1000;
 
 /** The stream of the i-th event: `invoice-<i mod 1000>`. */

@@ -4,7 +4,7 @@ import type { Command } from 'commander';
 import type { ConsumerOptions } from '../consumer/options.js';
 import { InvalidInputError } from '../core/errors.js';
 import { validateConsumerName } from '../core/validation.js';
-import { rebuildConsumer, type RebuildProgress } from '../effects/rebuild.js';
+import { rebuildConsumer, type RebuildProgress } from '../consumer/rebuild.js';
 import { listConsumerVersions, promoteConsumer, resetLedger } from '../effects/versions.js';
 import type { CliContext } from './context.js';
 import { withStore, withStoreOptions, type StoreFlags } from './openStore.js';

@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { InvalidInputError } from '../core/errors.js';
 import type { EventStore } from '../core/eventStore.js';
-import { sleep } from '../consumer/backoff.js';
+import { sleep } from '../core/backoff.js';
 import { createJetStreamRelay, type JetStreamRelay } from '../nats/index.js';
 import type { CliContext } from './context.js';
 import { describeTarget, withStore, withStoreOptions, type StoreFlags } from './openStore.js';

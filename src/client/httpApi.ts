@@ -53,11 +53,14 @@ export class HttpApi {
     return this.token === undefined ? {} : { authorization: `Bearer ${this.token}` };
   }
 
-  /** `retry`: the request may be sent again after a network failure (it must be idempotent). */
+  /**
+   * `retry`: the request may be sent again after a network failure (it must be idempotent).
+   * `answerStatuses`: error statuses whose JSON body is an answer too (`/health` replies 503 with its report).
+   */
   async request<T>(
     method: string,
     path: string,
-    options: { query?: Query; body?: unknown; retry?: boolean } = {},
+    options: { query?: Query; body?: unknown; retry?: boolean; answerStatuses?: readonly number[] } = {},
   ): Promise<T> {
     const url = this.baseUrl + path + queryString(options.query);
     const headers: Record<string, string> = { accept: 'application/json', ...this.authHeaders };
@@ -92,6 +95,7 @@ export class HttpApi {
         // fall through: a non-JSON reply is reported below
       }
       if (res.status >= 200 && res.status < 300) return json as T;
+      if (json !== undefined && options.answerStatuses?.includes(res.status)) return json as T;
       if (res.status >= 502 && res.status <= 504 && attempt < attempts && json === undefined) {
         await delay(100 * 3 ** (attempt - 1));
         continue;

@@ -1,5 +1,5 @@
 /** The remote store: the `EventStore` port over the server's HTTP API and WebSocket subscriptions. */
-import { ClosedError } from '../core/errors.js';
+import { ClosedError, IdemError } from '../core/errors.js';
 import type { AppendResult, NewEvent, RecordedEvent } from '../core/event.js';
 import {
   READ_ALL_OPTION_KEYS,
@@ -12,6 +12,8 @@ import {
 import { checkKnownKeys } from '../core/knownKeys.js';
 import { appendExpectation } from '../core/expectedVersion.js';
 import { normalizeFilter } from '../core/filter.js';
+import type { MigrationStatus } from '../core/migrationStatus.js';
+import { readPages, type Page } from '../core/readPages.js';
 import {
   DEAD_LETTER_LIST_OPTION_KEYS,
   DEAD_LETTER_SELECTOR_KEYS,
@@ -78,43 +80,46 @@ export class RemoteEventStore implements EventStore {
     checkKnownKeys(options, READ_STREAM_OPTION_KEYS, 'options');
     this.assertOpen();
     validateStreamName(stream);
-    let from = options.fromVersion === undefined ? 1 : validatePosition(options.fromVersion, 'fromVersion');
-    let remaining = validateLimit(options.limit) ?? Number.POSITIVE_INFINITY;
-    while (remaining > 0) {
+    const from = options.fromVersion === undefined ? 1 : validatePosition(options.fromVersion, 'fromVersion');
+    const limit = validateLimit(options.limit);
+    yield* readPages(from, limit, PAGE, (version, size) => {
       this.assertOpen();
-      const page = await this.http.request<{ events: RecordedEvent[]; next: number | null }>(
-        'GET',
-        `/v1/streams/${encodeURIComponent(stream)}/events`,
-        { query: { fromVersion: from, limit: Math.min(PAGE, remaining) }, retry: true },
-      );
-      for (const e of page.events) yield e;
-      remaining -= page.events.length;
-      if (page.next === null || page.events.length === 0) return;
-      from = page.next;
-    }
+      return this.http.request<Page>('GET', `/v1/streams/${encodeURIComponent(stream)}/events`, {
+        query: { fromVersion: version, limit: size },
+        retry: true,
+      });
+    });
   }
 
   async *readAll(options: ReadAllOptions = {}): AsyncGenerator<RecordedEvent> {
     checkKnownKeys(options, READ_ALL_OPTION_KEYS, 'options');
     this.assertOpen();
-    let after = options.after === undefined ? 0 : validatePosition(options.after, 'after');
+    const after = options.after === undefined ? 0 : validatePosition(options.after, 'after');
     const filter = normalizeFilter(options.filter);
-    let remaining = validateLimit(options.limit) ?? Number.POSITIVE_INFINITY;
-    while (remaining > 0) {
+    const limit = validateLimit(options.limit);
+    yield* readPages(after, limit, PAGE, (position, size) => {
       this.assertOpen();
-      const page = await this.http.request<{ events: RecordedEvent[]; next: number | null }>(
-        'GET',
-        '/v1/events',
-        {
-          query: { after, limit: Math.min(PAGE, remaining), ...filter },
-          retry: true,
-        },
+      return this.http.request<Page>('GET', '/v1/events', {
+        query: { after: position, limit: size, ...filter },
+        retry: true,
+      });
+    });
+  }
+
+  /** The server's store's schema status, from `/health`. */
+  async migrationStatus(): Promise<MigrationStatus> {
+    this.assertOpen();
+    const r = await this.http.request<{
+      migrations: { current?: number; expected?: number; error?: string };
+    }>('GET', '/health', { retry: true, answerStatuses: [503] });
+    const { current, expected, error } = r.migrations;
+    if (current === undefined || expected === undefined) {
+      throw new IdemError(
+        'unavailable',
+        `the server does not report its store's migrations${error === undefined ? '' : `: ${error}`}`,
       );
-      for (const e of page.events) yield e;
-      remaining -= page.events.length;
-      if (page.next === null || page.events.length === 0) return;
-      after = page.next;
     }
+    return { current, expected };
   }
 
   async headPosition(): Promise<number> {

@@ -17,7 +17,7 @@ import {
 } from '../core/subscription.js';
 import { SUBSCRIBE_BOUNDS } from '../core/limits.js';
 import { boundedInt, validateConsumerName, validatePosition } from '../core/validation.js';
-import type { ClientMessage, ServerMessage, SubscribeRequest } from '../server/protocol.js';
+import type { ClientMessage, ServerMessage, SubscribeRequest } from '../core/protocol.js';
 import { errorFromWire } from './errorFromWire.js';
 
 type Pending = { resolve: () => void; reject: (err: Error) => void };

@@ -1,7 +1,7 @@
 import { ClosedError, IdemError, isIdemError } from '../core/errors.js';
 import type { RecordedEvent } from '../core/event.js';
 import type { Subscription } from '../core/subscription.js';
-import { backoffDelay, sleep } from './backoff.js';
+import { backoffDelay, sleep } from '../core/backoff.js';
 import { MessageBatcher } from './messageBatcher.js';
 import { ConsumerMetrics, type ConsumerMetricsSnapshot } from './metrics.js';
 import { resolveOptions, type ConsumerOptions, type ResolvedOptions } from './options.js';

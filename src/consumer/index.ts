@@ -1,4 +1,4 @@
-// The consumer runtime: createConsumer, guards, options, metrics and the target port it commits through.
+// The consumer runtime: createConsumer, rebuildConsumer, guards, options, metrics and the target port it commits through.
 export { createConsumer } from './consumer.js';
 export type { Consumer, ConsumerRuntimeStatus, ConsumerState } from './consumer.js';
 export type {
@@ -14,6 +14,8 @@ export type {
 export type { CustomKeyGuard, Guard } from './guards.js';
 export type { ConsumerMetricsSnapshot, LatencySummary } from './metrics.js';
 export { VersionGapError } from './versionGapError.js';
+export { rebuildConsumer } from './rebuild.js';
+export type { Rebuild, RebuildOptions, RebuildProgress } from './rebuild.js';
 export type {
   BatchRecord,
   ConsumerTarget,

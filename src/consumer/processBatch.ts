@@ -3,7 +3,7 @@ import { FencedError, InvalidInputError } from '../core/errors.js';
 import type { RecordedEvent } from '../core/event.js';
 import { matchesFilter } from '../core/filter.js';
 import type { ParkInfo } from '../core/subscription.js';
-import { backoffDelay, sleep } from './backoff.js';
+import { backoffDelay, sleep } from '../core/backoff.js';
 import type { EffectCallOptions, EffectWrite } from '../core/effectTypes.js';
 import type { BatchHandlerContext, HandlerContext, ResolvedOptions } from './options.js';
 import { VersionGapError } from './versionGapError.js';

@@ -2,6 +2,7 @@ import type { AppendResult, NewEvent, RecordedEvent } from './event.js';
 import type { ExpectedVersion } from './expectedVersion.js';
 import type { EventFilter } from './filter.js';
 import type { KnownKeys } from './knownKeys.js';
+import type { MigrationStatus } from './migrationStatus.js';
 import type { ConsumerAdmin, DeadLetterAdmin, SubscribeOptions, Subscription } from './subscription.js';
 
 export interface AppendOptions {
@@ -56,6 +57,11 @@ export interface EventStore {
   subscribe(consumer: string, options?: SubscribeOptions): Promise<Subscription>;
   readonly consumers: ConsumerAdmin;
   readonly deadLetters: DeadLetterAdmin;
+  /**
+   * The store's schema version against the one this code expects, for `/health`. Every built-in store
+   * answers it; a store without a schema answers `{ current: 0, expected: 0 }`.
+   */
+  migrationStatus?(): Promise<MigrationStatus>;
   /** Releases leases and closes connections/files. Safe to call twice. */
   close(): Promise<void>;
 }

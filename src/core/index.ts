@@ -13,5 +13,6 @@ export {
 // Types only: the known-keys lists beside the option types are internal.
 export type * from './eventStore.js';
 export type * from './subscription.js';
+export type { MigrationStatus } from './migrationStatus.js';
 export { isUuid, uuidv7 } from './uuid.js';
 export { validateStreamName, validateConsumerName } from './validation.js';

@@ -66,8 +66,8 @@ export function jsonProblem(
  * True exactly when `jsonProblem(value)` is `null`, without building paths or sets: the check every
  * appended event's data and metadata go through. Call `jsonProblem` for the reason when it is false.
  * It allocates nothing for a flat object or array (the stack of enclosing containers, for the cycle
- * check, is made at the first nested one): 2026-12-03, ad hoc, 16 single-event callers spent about
- * 0.5 µs an event in the walk that made it for every value.
+ * check, is made at the first nested one): this walk runs for every appended event, and building
+ * that stack for every value costs about as much as the rest of the check.
  */
 export function isPlainJson(value: unknown): boolean {
   return typeof value === 'object' && value !== null ? plainContainer(value, null) : plainLeaf(value);

@@ -4,7 +4,7 @@ import { Counter, Gauge, type Registry } from 'prom-client';
 import type { ConsumerTarget } from '../core/consumerTarget.js';
 import { InvalidInputError } from '../core/errors.js';
 import { checkKnownKeys, type KnownKeys } from '../core/knownKeys.js';
-import { backoffDelay, sleep } from '../consumer/backoff.js';
+import { backoffDelay, sleep } from '../core/backoff.js';
 import { outboxFor } from './outbox.js';
 import type { OutboxDialect } from '../core/effectOutbox.js';
 import { idempotencyKey } from '../core/versionedName.js';

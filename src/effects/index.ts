@@ -1,4 +1,4 @@
-// Effects exactly once (outbox + dispatcher), consumer versions, rebuild, promote and ledger reset.
+// Effects exactly once (outbox + dispatcher), consumer versions, promote and ledger reset.
 export { createEffectDispatcher } from './dispatcher.js';
 export type {
   EffectCallInfo,
@@ -10,8 +10,6 @@ export type {
   EffectRetryOptions,
 } from './dispatcher.js';
 export type { ConsumerEffectsOptions } from './consumerEffects.js';
-export { rebuildConsumer } from './rebuild.js';
-export type { Rebuild, RebuildOptions, RebuildProgress } from './rebuild.js';
 export {
   activeVersion,
   catchUpState,

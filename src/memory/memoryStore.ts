@@ -14,6 +14,7 @@ import { WrongExpectedVersionError } from '../core/errors.js';
 import { matchesFilter, normalizeFilter } from '../core/filter.js';
 import { resolveIdempotentAppend, type ExistingEvent } from '../core/idempotency.js';
 import { resolveStoreLimits, type StoreLimits } from '../core/limits.js';
+import type { MigrationStatus } from '../core/migrationStatus.js';
 import type { ConsumerAdmin, DeadLetterAdmin, SubscribeOptions, Subscription } from '../core/subscription.js';
 import { prepareAppend, validateLimit, validatePosition, validateStreamName } from '../core/validation.js';
 import { AppendListeners } from '../core/appendListeners.js';
@@ -137,6 +138,11 @@ export class MemoryEventStore implements EventStore {
       yielded++;
       yield structuredClone(e);
     }
+  }
+
+  /** The memory store has no schema to migrate. */
+  migrationStatus(): Promise<MigrationStatus> {
+    return Promise.resolve({ current: 0, expected: 0 });
   }
 
   headPosition(): Promise<number> {

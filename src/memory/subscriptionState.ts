@@ -5,7 +5,7 @@ import type {
   AckResult,
   AcquireResult,
   AdminResult,
-  ConsumerState,
+  ConsumerRecord,
   DeadLetterRecord,
   Fenced,
   ForceReleaseResult,
@@ -17,7 +17,7 @@ import type {
   WriteResult,
 } from '../subscriptions/stateBackend.js';
 
-type Row = Omit<ConsumerState, 'parked'>;
+type Row = Omit<ConsumerRecord, 'parked'>;
 
 const isActive = (s: DeadLetterStatus): boolean => s === 'parked' || s === 'retrying';
 
@@ -158,12 +158,12 @@ export class MemorySubscriptionState implements SubscriptionStateBackend {
     return ok({ ok: true, parked: true, record: clone(record) });
   }
 
-  get(name: string): Promise<ConsumerState | null> {
+  get(name: string): Promise<ConsumerRecord | null> {
     const row = this.consumers.get(name);
     return ok(row ? this.state(row) : null);
   }
 
-  list(): Promise<ConsumerState[]> {
+  list(): Promise<ConsumerRecord[]> {
     return ok(
       [...this.consumers.values()].sort((a, b) => (a.name < b.name ? -1 : 1)).map((r) => this.state(r)),
     );
@@ -285,7 +285,7 @@ export class MemorySubscriptionState implements SubscriptionStateBackend {
     return row.owner !== null && row.leaseExpiresAt !== null && Date.parse(row.leaseExpiresAt) > this.now();
   }
 
-  private state(row: Row): ConsumerState {
+  private state(row: Row): ConsumerRecord {
     let parked = 0;
     for (const l of this.letters.get(row.name)?.values() ?? []) if (isActive(l.status)) parked++;
     return { ...clone(row), parked };

@@ -7,7 +7,7 @@ import type { RecordedEvent } from '../core/event.js';
 import type { EventStore } from '../core/eventStore.js';
 import type { EventFilter } from '../core/filter.js';
 import { validateConsumerName } from '../core/validation.js';
-import { backoffDelay, sleep } from '../consumer/backoff.js';
+import { backoffDelay, sleep } from '../core/backoff.js';
 import { loadNats, type NatsModules } from './loadNats.js';
 import { eventBody, writeEventHeaders } from './relayMessage.js';
 import {

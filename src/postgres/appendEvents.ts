@@ -8,7 +8,7 @@ import type { StoreLimits } from '../core/limits.js';
 import { prepareAppend, type PreparedEvent } from '../core/validation.js';
 import type { AppendBatcher } from './appendBatcher.js';
 import { withReconnect, type RetryOptions } from './connectionFaults.js';
-import { EVENT_COLUMNS, toExistingEvent, type PgEventRow } from './eventRows.js';
+import { EVENT_COLUMNS, toExistingEvent, type PostgresEventRow } from './eventRows.js';
 
 export interface AppendContext {
   pool: Pool;
@@ -76,7 +76,7 @@ async function resolveStoredIds(
   stream: string,
   prepared: PreparedEvent[],
 ): Promise<AppendResult> {
-  const r = await ctx.pool.query<PgEventRow>(
+  const r = await ctx.pool.query<PostgresEventRow>(
     `SELECT ${EVENT_COLUMNS} FROM ${ctx.s}.events WHERE id = ANY($1::uuid[])`,
     [prepared.map((e) => e.id)],
   );

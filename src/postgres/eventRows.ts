@@ -5,7 +5,7 @@ import type { JsonObject, JsonValue } from '../core/json.js';
 import { contentKey } from '../core/validation.js';
 
 /** A row of `<schema>.events` as `pg` returns it (bigint as text, json parsed, timestamptz as Date). */
-export interface PgEventRow {
+export interface PostgresEventRow {
   position: string;
   id: string;
   stream: string;
@@ -18,7 +18,7 @@ export interface PgEventRow {
 
 export const EVENT_COLUMNS = 'position, id, stream, version, type, data, metadata, recorded_at';
 
-export function toRecordedEvent(row: PgEventRow): RecordedEvent {
+export function toRecordedEvent(row: PostgresEventRow): RecordedEvent {
   return {
     id: row.id,
     stream: row.stream,
@@ -32,7 +32,7 @@ export function toRecordedEvent(row: PgEventRow): RecordedEvent {
 }
 
 /**
- * The columns of the read paths, in the order of `PgEventTuple`: `recorded_at` formatted by the
+ * The columns of the read paths, in the order of `PostgresEventTuple`: `recorded_at` formatted by the
  * server as `toISOString()` would (UTC, milliseconds truncated like pg's own Date parsing), which
  * saves parsing a Date per row and formatting it again.
  */
@@ -40,7 +40,7 @@ export const EVENT_TUPLE_COLUMNS = `position, id, stream, version, type, data, m
   to_char(recorded_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS recorded_at`;
 
 /** A row of `EVENT_TUPLE_COLUMNS` as `pg` returns it with `rowMode: 'array'` (json parsed, bigint as text). */
-export type PgEventTuple = [
+export type PostgresEventTuple = [
   position: string,
   id: string,
   stream: string,
@@ -52,7 +52,7 @@ export type PgEventTuple = [
 ];
 
 /** The events of one page of array rows, in order. */
-export function tuplesToRecordedEvents(rows: readonly PgEventTuple[]): RecordedEvent[] {
+export function tuplesToRecordedEvents(rows: readonly PostgresEventTuple[]): RecordedEvent[] {
   const out = new Array<RecordedEvent>(rows.length);
   for (let i = 0; i < rows.length; i++) {
     const row = rows[i]!;
@@ -70,7 +70,7 @@ export function tuplesToRecordedEvents(rows: readonly PgEventTuple[]): RecordedE
   return out;
 }
 
-export function toExistingEvent(row: PgEventRow): ExistingEvent {
+export function toExistingEvent(row: PostgresEventRow): ExistingEvent {
   return {
     id: row.id,
     stream: row.stream,

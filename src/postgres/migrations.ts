@@ -3,7 +3,7 @@ import type { Pool } from 'pg';
 import { appendChannel, quoteSchema } from './schemaName.js';
 
 /** One numbered schema step. Versions are 1, 2, 3, ... and never change once released. */
-export interface PgMigration {
+export interface PostgresMigration {
   version: number;
   name: string;
   /** The DDL for the schema `s` (already quoted), run inside the migration transaction. */
@@ -19,7 +19,7 @@ const MIGRATION_LOCK_CLASS = 0x6964656d;
  * `head` is the position allocator: a single row whose update serialises appends until they commit,
  * so positions are handed out in commit order with no gaps (see docs/postgres.md).
  */
-export const EVENT_STORE_MIGRATIONS: PgMigration[] = [
+export const EVENT_STORE_MIGRATIONS: PostgresMigration[] = [
   {
     version: 1,
     name: 'events',
@@ -287,7 +287,7 @@ export const STORE_LEDGER: MigrationLedger = { table: 'schema_migrations', lockC
  */
 export async function runPgMigrations(
   target: MigrationTarget,
-  migrations: readonly PgMigration[],
+  migrations: readonly PostgresMigration[],
   ledger: MigrationLedger = STORE_LEDGER,
 ): Promise<number> {
   const s = quoteSchema(target.schema);

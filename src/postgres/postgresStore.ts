@@ -12,6 +12,8 @@ import type { AppendResult, NewEvent, RecordedEvent } from '../core/event.js';
 import { ClosedError, InvalidInputError, StoreNotFoundError } from '../core/errors.js';
 import { filterKey, normalizeFilter, type EventFilter } from '../core/filter.js';
 import { resolveStoreLimits, type StoreLimits } from '../core/limits.js';
+import { migrationStatus, type MigrationStatus } from '../core/migrationStatus.js';
+import { readPages, tablePage } from '../core/readPages.js';
 import type { ConsumerAdmin, DeadLetterAdmin, SubscribeOptions, Subscription } from '../core/subscription.js';
 import { countWithinBytes } from '../core/pageBytes.js';
 import { validateLimit, validatePosition, validateStreamName } from '../core/validation.js';
@@ -20,11 +22,21 @@ import { appendEvents } from './appendEvents.js';
 import { AppendNotifier } from './appendNotifier.js';
 import { RETRY_OPTION_KEYS, withReconnect, type RetryOptions } from './connectionFaults.js';
 import { guardPool } from './checkout.js';
-import { EVENT_TUPLE_COLUMNS, filterSql, tuplesToRecordedEvents, type PgEventTuple } from './eventRows.js';
+import {
+  EVENT_TUPLE_COLUMNS,
+  filterSql,
+  tuplesToRecordedEvents,
+  type PostgresEventTuple,
+} from './eventRows.js';
 import { loadPg } from './loadPg.js';
-import { currentVersion, EVENT_STORE_MIGRATIONS, runPgMigrations, type PgMigration } from './migrations.js';
+import {
+  currentVersion,
+  EVENT_STORE_MIGRATIONS,
+  runPgMigrations,
+  type PostgresMigration,
+} from './migrations.js';
 import { SUBSCRIPTION_MIGRATIONS } from './subscriptionSchema.js';
-import { PgSubscriptionState } from './subscriptionState.js';
+import { PostgresSubscriptionState } from './subscriptionState.js';
 import { SubscriptionService } from '../subscriptions/subscriptionService.js';
 import { appendChannel, DEFAULT_SCHEMA, quoteSchema, validateSchemaName } from './schemaName.js';
 
@@ -118,7 +130,10 @@ export class PostgresEventStore implements EventStore {
       readHead: () => this.headPosition(),
       ...(options.pollIntervalMs === undefined ? {} : { pollIntervalMs: options.pollIntervalMs }),
     });
-    this.subscriptions = new SubscriptionService(this, new PgSubscriptionState(pool, this.s, this.retry));
+    this.subscriptions = new SubscriptionService(
+      this,
+      new PostgresSubscriptionState(pool, this.s, this.retry),
+    );
     this.consumers = this.subscriptions.consumers;
     this.deadLetters = this.subscriptions.deadLetters;
   }
@@ -145,35 +160,26 @@ export class PostgresEventStore implements EventStore {
   async *readStream(stream: string, options: ReadStreamOptions = {}): AsyncGenerator<RecordedEvent> {
     checkKnownKeys(options, READ_STREAM_OPTION_KEYS, 'options');
     validateStreamName(stream);
-    let from = options.fromVersion === undefined ? 1 : validatePosition(options.fromVersion, 'fromVersion');
-    let remaining = validateLimit(options.limit) ?? Infinity;
-    while (remaining > 0) {
+    const from = options.fromVersion === undefined ? 1 : validatePosition(options.fromVersion, 'fromVersion');
+    const limit = validateLimit(options.limit);
+    yield* readPages(from, limit, this.pageSize, async (version, size) => {
       this.assertOpen();
-      const size = Math.min(this.pageSize, remaining);
       const events = await this.queryEvents(
         `SELECT ${EVENT_TUPLE_COLUMNS} FROM ${this.s}.events WHERE stream = $1 AND version >= $2 ORDER BY version LIMIT $3`,
-        [stream, from, size],
+        [stream, version, size],
       );
-      for (const e of events) yield e;
-      if (events.length < size) return;
-      remaining -= events.length;
-      from = events[events.length - 1]!.version + 1;
-    }
+      return tablePage(events, size, (last) => last.version + 1);
+    });
   }
 
   async *readAll(options: ReadAllOptions = {}): AsyncGenerator<RecordedEvent> {
     checkKnownKeys(options, READ_ALL_OPTION_KEYS, 'options');
-    let after = options.after === undefined ? 0 : validatePosition(options.after, 'after');
+    const after = options.after === undefined ? 0 : validatePosition(options.after, 'after');
     const filter = normalizeFilter(options.filter);
-    let remaining = validateLimit(options.limit) ?? Infinity;
-    while (remaining > 0) {
-      const size = Math.min(this.pageSize, remaining);
-      const events = await this.readPage(after, filter, size);
-      for (const e of events) yield e;
-      if (events.length < size) return;
-      remaining -= events.length;
-      after = events[events.length - 1]!.position;
-    }
+    const limit = validateLimit(options.limit);
+    yield* readPages(after, limit, this.pageSize, async (position, size) =>
+      tablePage(await this.readPage(position, filter, size), size, (last) => last.position),
+    );
   }
 
   /**
@@ -211,7 +217,7 @@ export class PostgresEventStore implements EventStore {
    */
   private async queryEvents(text: string, values: unknown[], maxBytes?: number): Promise<RecordedEvent[]> {
     const r = await withReconnect(
-      () => this.pool.query<PgEventTuple>({ text, values, rowMode: 'array' }),
+      () => this.pool.query<PostgresEventTuple>({ text, values, rowMode: 'array' }),
       this.retry,
       this.countFault,
     );
@@ -220,6 +226,16 @@ export class PostgresEventStore implements EventStore {
     const sizeOf = (i: number): number => (rows[i] as unknown as number[])[8]!;
     const keep = countWithinBytes(rows.length, sizeOf, maxBytes);
     return tuplesToRecordedEvents(keep < rows.length ? rows.slice(0, keep) : rows);
+  }
+
+  async migrationStatus(): Promise<MigrationStatus> {
+    this.assertOpen();
+    const current = await withReconnect(
+      () => currentVersion({ pool: this.pool, schema: this.schema }),
+      this.retry,
+      this.countFault,
+    );
+    return migrationStatus(current, STORE_MIGRATIONS);
   }
 
   async headPosition(): Promise<number> {
@@ -286,7 +302,7 @@ export class PostgresEventStore implements EventStore {
 }
 
 /** Every schema step of the store: events (1), consumer state (2). */
-export const STORE_MIGRATIONS: readonly PgMigration[] = [
+export const STORE_MIGRATIONS: readonly PostgresMigration[] = [
   ...EVENT_STORE_MIGRATIONS,
   ...SUBSCRIPTION_MIGRATIONS,
 ];

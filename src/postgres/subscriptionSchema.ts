@@ -1,11 +1,11 @@
-import type { PgMigration } from './migrations.js';
+import type { PostgresMigration } from './migrations.js';
 
 /**
  * The consumer-state tables (migration 2): one row per consumer (cursor, lease, epoch, status) and
  * one per dead letter. `lease_token` identifies the `acquire` call that took the current lease, so an
  * acquire retried after a connection fault recognises its own success.
  */
-export const SUBSCRIPTION_MIGRATIONS: PgMigration[] = [
+export const SUBSCRIPTION_MIGRATIONS: PostgresMigration[] = [
   {
     version: 2,
     name: 'consumers and dead letters',

@@ -9,7 +9,7 @@ import type {
   AckResult,
   AcquireResult,
   AdminResult,
-  ConsumerState,
+  ConsumerRecord,
   DeadLetterRecord,
   Fenced,
   ForceReleaseResult,
@@ -33,8 +33,8 @@ interface ConsumerRow {
   lease_expires_at: Date | null;
   lease_token: string | null;
   status: StoredConsumerStatus;
-  last_error: ConsumerState['lastError'];
-  failed_event: ConsumerState['failedEvent'];
+  last_error: ConsumerRecord['lastError'];
+  failed_event: ConsumerRecord['failedEvent'];
   created_at: Date;
   updated_at: Date;
   parked: string;
@@ -65,7 +65,7 @@ const TTL = (param: string): string => `now() + ${param}::bigint * interval '1 m
  * gets the next epoch, and every epoch-carrying write checks the epoch in the same statement.
  * Statements are retried on a new connection after a connection fault; each is safe to repeat.
  */
-export class PgSubscriptionState implements SubscriptionStateBackend {
+export class PostgresSubscriptionState implements SubscriptionStateBackend {
   private readonly c: string;
   private readonly d: string;
 
@@ -223,12 +223,12 @@ export class PgSubscriptionState implements SubscriptionStateBackend {
     });
   }
 
-  async get(name: string): Promise<ConsumerState | null> {
+  async get(name: string): Promise<ConsumerRecord | null> {
     const row = await this.row(name);
     return row ? toState(row) : null;
   }
 
-  async list(): Promise<ConsumerState[]> {
+  async list(): Promise<ConsumerRecord[]> {
     return (await this.query<ConsumerRow>(`${this.selectConsumer()} ORDER BY c.name`)).map(toState);
   }
 
@@ -393,7 +393,7 @@ function iso(d: Date | null): string | null {
   return d === null ? null : isoTime(d);
 }
 
-function toState(row: ConsumerRow): ConsumerState {
+function toState(row: ConsumerRow): ConsumerRecord {
   return {
     name: row.name,
     filter: row.filter,

@@ -43,11 +43,11 @@ class TargetSql {
     // statements (planned per batch), since a cached generic plan made on a small table would keep a
     // sequential scan per key.
     this.processed = `SELECT u.key FROM unnest($2::text[]) AS u(key)
-      CROSS JOIN LATERAL (SELECT 1 FROM ${s}.target_processed p WHERE p.consumer = $1 AND p.key = u.key LIMIT 1) AS hit`;
+      CROSS JOIN LATERAL (SELECT 1 FROM ${s}.target_ledger p WHERE p.consumer = $1 AND p.key = u.key LIMIT 1) AS hit`;
     this.versions = `SELECT u.stream, hit.version FROM unnest($2::text[]) AS u(stream)
       CROSS JOIN LATERAL (SELECT v.version FROM ${s}.target_entity_versions v WHERE v.consumer = $1 AND v.stream = u.stream LIMIT 1) AS hit`;
     this.record = `WITH ledger AS (
-        INSERT INTO ${s}.target_processed (consumer, key, position)
+        INSERT INTO ${s}.target_ledger (consumer, key, position)
         SELECT $1, k, p FROM unnest($2::text[], $3::bigint[]) AS t(k, p)
       ), versions AS (
         INSERT INTO ${s}.target_entity_versions (consumer, stream, version)
@@ -63,7 +63,7 @@ class TargetSql {
       INSERT INTO ${s}.target_counters AS c (counter, value) SELECT $1, amount FROM m
       ON CONFLICT (counter) DO UPDATE SET value = c.value + excluded.value`;
     this.readCheckpoint = `SELECT position::float8 AS position, epoch::float8 AS epoch FROM ${s}.target_checkpoints WHERE consumer = $1`;
-    this.ledgerSize = `SELECT count(*)::int AS n FROM ${s}.target_processed WHERE consumer = $1`;
+    this.ledgerSize = `SELECT count(*)::int AS n FROM ${s}.target_ledger WHERE consumer = $1`;
     this.counter = `SELECT value FROM ${s}.target_counters WHERE counter = $1`;
   }
 

@@ -50,15 +50,29 @@ export const TARGET_MIGRATIONS: TargetMigration[] = [
     `,
   },
   OUTBOX_MIGRATION,
+  {
+    // The ledger has one name on every target: `target_ledger` here, `idem_ledger` on SQLite.
+    version: 3,
+    name: 'ledger table named target_ledger',
+    sql: (s) => `
+      ALTER TABLE ${s}.target_processed RENAME TO target_ledger;
+      ALTER INDEX ${s}.target_processed_pkey RENAME TO target_ledger_pkey;
+    `,
+  },
 ];
 
 /**
  * Brings the target's tables in `schema` up to date. Safe when several processes start at once (see
  * `runPgMigrations`). Versions live in `target_migrations`, apart from the store's, under their own
- * advisory-lock class, so a store and a target may share one schema.
+ * advisory-lock class, so a store and a target may share one schema. `migrations` is for tests that
+ * build a target as an older version left it.
  */
-export function migrateTarget(pool: Pool, schema: string): Promise<number> {
-  return runPgMigrations({ pool, schema }, TARGET_MIGRATIONS, {
+export function migrateTarget(
+  pool: Pool,
+  schema: string,
+  migrations: readonly TargetMigration[] = TARGET_MIGRATIONS,
+): Promise<number> {
+  return runPgMigrations({ pool, schema }, migrations, {
     table: 'target_migrations',
     lockClass: TARGET_LOCK_CLASS,
   });

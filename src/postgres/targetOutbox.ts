@@ -322,7 +322,7 @@ export class PostgresOutbox implements OutboxDialect<PoolClient> {
     const del = async (table: string): Promise<number> =>
       (await tx.query(`DELETE FROM ${this.s}.${table} WHERE consumer = $1`, [consumer])).rowCount ?? 0;
     return {
-      ledgerRows: await del('target_processed'),
+      ledgerRows: await del('target_ledger'),
       checkpoints: await del('target_checkpoints'),
       entityVersions: await del('target_entity_versions'),
     };

@@ -42,7 +42,7 @@ export interface ServerOptions {
    * process (`createConsumer({ metrics: { registry } })`): their repeat rate, gaps and reconnects.
    */
   metricsRegistries?: readonly Registry[];
-  /** Reports whether the store's schema is current, for `/health` (stores may also offer `migrationStatus()`). */
+  /** Reports whether the store's schema is current, for `/health`. @default the store's own `migrationStatus()` */
   migrationStatus?: () => MigrationStatus | Promise<MigrationStatus>;
   /**
    * Web origins (`https://dash.example.com`) allowed to call the server from a browser, with CORS

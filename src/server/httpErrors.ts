@@ -3,7 +3,7 @@ import { STATUS_CODES } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { IdemError, InvalidInputError, TooLargeError, type ErrorCode } from '../core/errors.js';
 import { clip, clipDetails, MAX_MESSAGE } from './clip.js';
-import type { WireError } from './protocol.js';
+import type { WireError } from '../core/protocol.js';
 
 const STATUS: Record<ErrorCode, number> = {
   invalid_input: 400,

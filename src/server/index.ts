@@ -14,5 +14,5 @@ export {
 } from './tokens.js';
 export { statusForCode } from './httpErrors.js';
 export type { MigrationStatus, HealthReport } from './storeHealth.js';
-export type * from './protocol.js';
-export { PROTOCOL_VERSION } from './protocol.js';
+export type * from '../core/protocol.js';
+export { PROTOCOL_VERSION } from '../core/protocol.js';

@@ -1,17 +1,8 @@
 /** `/health`: is the store reachable, and is its schema at the version this code expects? */
 import type { EventStore } from '../core/eventStore.js';
-import { schemaVersion, STORE_MIGRATIONS } from '../sqlite/migrations.js';
-import { SqliteEventStore } from '../sqlite/sqliteStore.js';
+import type { MigrationStatus } from '../core/migrationStatus.js';
 
-export interface MigrationStatus {
-  current: number;
-  expected: number;
-}
-
-/** A store may offer this (duck-typed) so that `/health` can report whether its migrations are current. */
-export interface MigrationAware {
-  migrationStatus(): MigrationStatus | Promise<MigrationStatus>;
-}
+export type { MigrationStatus };
 
 export interface HealthReport {
   status: 'ok' | 'error';
@@ -19,10 +10,10 @@ export interface HealthReport {
   migrations: { ok: boolean; checked: boolean; current?: number; expected?: number; error?: string };
 }
 
-function isMigrationAware(store: unknown): store is MigrationAware {
-  return typeof (store as Partial<MigrationAware>).migrationStatus === 'function';
-}
-
+/**
+ * Asks the store for its head and its migration status (`EventStore.migrationStatus`), or `migrations`
+ * when given. A store that answers neither is reported with `checked: false`.
+ */
 export async function checkHealth(
   store: EventStore,
   migrations?: () => MigrationStatus | Promise<MigrationStatus>,
@@ -37,7 +28,7 @@ export async function checkHealth(
   } catch (err) {
     report.store = { ok: false, error: (err as Error).message };
   }
-  const probe = migrations ?? (isMigrationAware(store) ? () => store.migrationStatus() : sqliteProbe(store));
+  const probe = migrations ?? store.migrationStatus?.bind(store);
   if (probe) {
     try {
       const { current, expected } = await probe();
@@ -48,13 +39,4 @@ export async function checkHealth(
   }
   if (!report.store.ok || !report.migrations.ok) report.status = 'error';
   return report;
-}
-
-/** The embedded store's schema version against the migrations this code ships. */
-function sqliteProbe(store: EventStore): (() => MigrationStatus) | undefined {
-  if (!(store instanceof SqliteEventStore)) return undefined;
-  return () => ({
-    current: schemaVersion(store.db),
-    expected: Math.max(0, ...STORE_MIGRATIONS.map((m) => m.version)),
-  });
 }

@@ -9,7 +9,7 @@ import { IdemError, InvalidInputError } from '../core/errors.js';
 import type { EventStore } from '../core/eventStore.js';
 import { normalizeFilter } from '../core/filter.js';
 import type { SubscribeOptions, Subscription } from '../core/subscription.js';
-import { validateFailureInfo } from '../subscriptions/parkInfo.js';
+import { validateFailureInfo } from '../core/parkInfo.js';
 import { errorFor, requireFilterWithin, requireScope } from './access.js';
 import { toIdemError, wireError } from './httpErrors.js';
 import { nestsDeeperThan } from './jsonDepth.js';
@@ -20,7 +20,7 @@ import {
   type RequestId,
   type ServerMessage,
   type SubscribeRequest,
-} from './protocol.js';
+} from '../core/protocol.js';
 import { clientMessageSchema, parseWith } from './schemas.js';
 import type { Principal } from './tokens.js';
 

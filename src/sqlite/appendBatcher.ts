@@ -56,6 +56,19 @@ interface KnownLog {
   versions: Map<string, number>;
 }
 
+/**
+ * A group transaction in progress: the log as it stood when the group began (over `known` when that
+ * is still valid) and the version of every stream the group has read or written so far.
+ */
+interface Group {
+  dataVersion: number;
+  known: KnownLog | null;
+  /** The head position when the group began. */
+  head: number;
+  versions: Map<string, number>;
+  recordedAt: string;
+}
+
 /** Streams whose versions are kept between groups; beyond this the map starts over. */
 const MAX_KNOWN_STREAMS = 100_000;
 
@@ -88,7 +101,7 @@ export class AppendBatcher {
   private readonly headStmt: Database.Statement;
   private readonly versionStmt: Database.Statement;
   private readonly insertRows: RowInserter;
-  private readonly appendTx: (p: PendingAppend, head: number, recordedAt: string) => AppendResult;
+  private readonly appendTx: (group: Group, p: PendingAppend, head: number) => AppendResult;
   private readonly writeTx: (w: PendingWrite) => unknown;
   private readonly optimisticGroup: Database.Transaction<
     (batch: PendingAppend[], writes: PendingWrite[]) => GroupResult
@@ -98,11 +111,6 @@ export class AppendBatcher {
   >;
   private readonly dataVersionStmt: Database.Statement;
   private known: KnownLog | null = null;
-  /** The group being written: stream versions it read or wrote, over `known` when that is valid. */
-  private group: { known: KnownLog | null; versions: Map<string, number> } = {
-    known: null,
-    versions: new Map(),
-  };
 
   constructor(
     private readonly db: Database.Database,
@@ -119,15 +127,15 @@ export class AppendBatcher {
       8,
     );
     // Called inside the group transaction, better-sqlite3 runs this as a savepoint.
-    this.appendTx = db.transaction((p: PendingAppend, head: number, recordedAt: string) =>
-      this.appendOne(p, head, recordedAt),
+    this.appendTx = db.transaction((group: Group, p: PendingAppend, head: number) =>
+      this.appendOne(group, p, head),
     );
     this.writeTx = db.transaction((w: PendingWrite) => w.run());
     this.optimisticGroup = db.transaction((batch: PendingAppend[], writes: PendingWrite[]) =>
-      this.writeGroup(batch, writes, false),
+      this.writeOptimistic(batch, writes),
     );
     this.isolatedGroup = db.transaction((batch: PendingAppend[], writes: PendingWrite[]) =>
-      this.writeGroup(batch, writes, true),
+      this.writeIsolated(batch, writes),
     );
   }
 
@@ -247,54 +255,73 @@ export class AppendBatcher {
   }
 
   /** The current version of `stream` inside the group transaction: from the group, what is known, or the table. */
-  private currentVersion(stream: string): number {
-    const g = this.group;
-    let v = g.versions.get(stream) ?? g.known?.versions.get(stream);
+  private currentVersion(group: Group, stream: string): number {
+    let v = group.versions.get(stream) ?? group.known?.versions.get(stream);
     if (v === undefined) v = this.versionStmt.get(stream) as number;
-    g.versions.set(stream, v);
+    group.versions.set(stream, v);
     return v;
   }
 
-  /**
-   * The body of a group transaction. Isolated: each append runs in its own savepoint. Optimistic:
-   * every append is decided first (expected version, duplicate) without writing, then the rows of
-   * all that pass go in together, so a group of single-event appends is one multi-row insert; if
-   * that insert throws (an id already stored), the transaction aborts with `NEEDS_SAVEPOINTS`.
-   */
-  private writeGroup(batch: PendingAppend[], writes: PendingWrite[], isolated: boolean): GroupResult {
+  /** Opens a group inside its transaction: what is known of the log is used only while no other connection has committed. */
+  private beginGroup(): Group {
     const dataVersion = this.dataVersionStmt.get() as number;
     const known = this.known?.dataVersion === dataVersion ? this.known : null;
-    this.group = { known, versions: new Map() };
-    let head = known ? known.head : (this.headStmt.get() as number);
-    const recordedAt = new Date().toISOString();
-    const outcomes: Outcome[] = [];
+    const head = known ? known.head : (this.headStmt.get() as number);
+    return { dataVersion, known, head, versions: new Map(), recordedAt: new Date().toISOString() };
+  }
+
+  /**
+   * The optimistic body of a group transaction: every append is decided first (expected version,
+   * duplicate) without writing, then the rows of all that pass go in together, so a group of
+   * single-event appends is one multi-row insert. If that insert throws (an id already stored), the
+   * transaction aborts with `NEEDS_SAVEPOINTS` and the group is written again by `writeIsolated`.
+   */
+  private writeOptimistic(batch: PendingAppend[], writes: PendingWrite[]): GroupResult {
+    const group = this.beginGroup();
     const toWrite: Planned[] = [];
     // Writes the decided appends' rows. Before a duplicate lookup too: an append may repeat the
     // ids of an earlier one in the same group, whose rows must then be in the table.
     const flush = (): void => {
       if (toWrite.length === 0) return;
       try {
-        this.insert(toWrite, recordedAt);
+        this.insert(toWrite, group.recordedAt);
       } catch (error) {
         if (isStorageFull(error)) throw error;
         throw NEEDS_SAVEPOINTS;
       }
       toWrite.length = 0;
     };
+    const { head, outcomes } = this.appendEach(batch, group.head, (p, at) => {
+      const decided = this.decide(group, p, flush);
+      if (typeof decided !== 'number') return decided;
+      toWrite.push({ p, head: at, current: decided });
+      return this.written(group, p, at, decided);
+    });
+    flush();
+    return this.finishGroup(group, head, outcomes, writes);
+  }
+
+  /** The body of a group transaction with each append in its own savepoint, so a failure rolls back only its rows. */
+  private writeIsolated(batch: PendingAppend[], writes: PendingWrite[]): GroupResult {
+    const group = this.beginGroup();
+    const { head, outcomes } = this.appendEach(batch, group.head, (p, at) => this.appendTx(group, p, at));
+    return this.finishGroup(group, head, outcomes, writes);
+  }
+
+  /**
+   * Runs `one` for each append in order, after the head left by the ones before; an append that
+   * throws gets its own failure (or its original result, for a retried one) and leaves the head.
+   */
+  private appendEach(
+    batch: readonly PendingAppend[],
+    head: number,
+    one: (p: PendingAppend, head: number) => AppendResult,
+  ): { head: number; outcomes: Outcome[] } {
+    const outcomes: Outcome[] = [];
     for (const p of batch) {
       let result: AppendResult;
       try {
-        if (isolated) {
-          result = this.appendTx(p, head, recordedAt);
-        } else {
-          const decided = this.decide(p, flush);
-          if (typeof decided === 'number') {
-            toWrite.push({ p, head, current: decided });
-            result = this.written(p, head, decided);
-          } else {
-            result = decided;
-          }
-        }
+        result = one(p, head);
       } catch (error) {
         if (error === NEEDS_SAVEPOINTS || isStorageFull(error)) throw error;
         outcomes.push(this.resolveFailure(p, error));
@@ -303,7 +330,11 @@ export class AppendBatcher {
       if (!result.duplicate) head = result.lastPosition;
       outcomes.push({ ok: true, result });
     }
-    flush();
+    return { head, outcomes };
+  }
+
+  /** Runs the queued writes after the appends, each in its own savepoint. */
+  private finishGroup(group: Group, head: number, outcomes: Outcome[], writes: PendingWrite[]): GroupResult {
     const writeOutcomes = writes.map((w): WriteOutcome => {
       try {
         return { ok: true, result: this.writeTx(w) };
@@ -312,15 +343,15 @@ export class AppendBatcher {
         return { ok: false, error: mapSqliteError(error) };
       }
     });
-    return { head, outcomes, writeOutcomes, dataVersion, versions: this.group.versions };
+    return { head, outcomes, writeOutcomes, dataVersion: group.dataVersion, versions: group.versions };
   }
 
   /** One append in its own savepoint (`appendTx`): decided, then its rows written. */
-  private appendOne(p: PendingAppend, head: number, recordedAt: string): AppendResult {
-    const decided = this.decide(p);
+  private appendOne(group: Group, p: PendingAppend, head: number): AppendResult {
+    const decided = this.decide(group, p);
     if (typeof decided !== 'number') return decided;
-    this.insert([{ p, head, current: decided }], recordedAt);
-    return this.written(p, head, decided);
+    this.insert([{ p, head, current: decided }], group.recordedAt);
+    return this.written(group, p, head, decided);
   }
 
   /**
@@ -328,8 +359,8 @@ export class AppendBatcher {
    * holds, or the original result of a duplicate; else throws `WrongExpectedVersionError`.
    * `beforeLookup` runs before the table is searched for its ids.
    */
-  private decide(p: PendingAppend, beforeLookup?: () => void): number | AppendResult {
-    const current = this.currentVersion(p.stream);
+  private decide(group: Group, p: PendingAppend, beforeLookup?: () => void): number | AppendResult {
+    const current = this.currentVersion(group, p.stream);
     if (satisfies(p.expected, current)) return current;
     beforeLookup?.();
     const duplicate = this.findDuplicate(p);
@@ -338,11 +369,11 @@ export class AppendBatcher {
   }
 
   /** The result of an append written after position `head` and version `current`; the group now knows its stream's new version. */
-  private written(p: PendingAppend, head: number, current: number): AppendResult {
+  private written(group: Group, p: PendingAppend, head: number, current: number): AppendResult {
     const n = p.events.length;
     const ids = new Array<string>(n);
     for (let i = 0; i < n; i++) ids[i] = p.events[i]!.id;
-    this.group.versions.set(p.stream, current + n);
+    group.versions.set(p.stream, current + n);
     return {
       stream: p.stream,
       version: current + n,

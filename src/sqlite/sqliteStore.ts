@@ -15,6 +15,8 @@ import { ClosedError, InvalidInputError, StoreNotFoundError } from '../core/erro
 import { appendExpectation } from '../core/expectedVersion.js';
 import { filterKey, normalizeFilter, type EventFilter } from '../core/filter.js';
 import { resolveStoreLimits, type StoreLimits } from '../core/limits.js';
+import { migrationStatus, type MigrationStatus } from '../core/migrationStatus.js';
+import { readPages, tablePage } from '../core/readPages.js';
 import type { ConsumerAdmin, DeadLetterAdmin, SubscribeOptions, Subscription } from '../core/subscription.js';
 import { countWithinBytes } from '../core/pageBytes.js';
 import { prepareAppend, validateLimit, validatePosition, validateStreamName } from '../core/validation.js';
@@ -135,39 +137,29 @@ export class SqliteEventStore implements EventStore {
   async *readStream(stream: string, options: ReadStreamOptions = {}): AsyncGenerator<RecordedEvent> {
     checkKnownKeys(options, READ_STREAM_OPTION_KEYS, 'options');
     validateStreamName(stream);
-    let from = options.fromVersion === undefined ? 1 : validatePosition(options.fromVersion, 'fromVersion');
-    let remaining = validateLimit(options.limit) ?? Infinity;
+    const from = options.fromVersion === undefined ? 1 : validatePosition(options.fromVersion, 'fromVersion');
+    const limit = validateLimit(options.limit);
     this.assertOpen();
     const stmt = (this.streamPageStmt ??= this.db
       .prepare(
         `SELECT ${EVENT_COLUMNS} FROM idem_events WHERE stream = ? AND version >= ? ORDER BY version LIMIT ?`,
       )
       .raw(true));
-    while (remaining > 0) {
+    yield* readPages(from, limit, this.pageSize, (version, size) => {
       this.assertOpen();
-      const size = Math.min(this.pageSize, remaining);
-      const events = tuplesToRecordedEvents(stmt.all(stream, from, size) as EventTuple[]);
-      for (const e of events) yield e;
-      if (events.length < size) return;
-      remaining -= events.length;
-      from = events[events.length - 1]!.version + 1;
-    }
+      const events = tuplesToRecordedEvents(stmt.all(stream, version, size) as EventTuple[]);
+      return tablePage(events, size, (last) => last.version + 1);
+    });
   }
 
   async *readAll(options: ReadAllOptions = {}): AsyncGenerator<RecordedEvent> {
-    checkKnownKeys(options, READ_ALL_OPTION_KEYS, 'options');
-    let after = options.after === undefined ? 0 : validatePosition(options.after, 'after');
+    const after = options.after === undefined ? 0 : validatePosition(options.after, 'after');
     const filter = normalizeFilter(options.filter);
-    let remaining = validateLimit(options.limit) ?? Infinity;
-    while (remaining > 0) {
+    const limit = validateLimit(options.limit);
+    yield* readPages(after, limit, this.pageSize, (position, size) => {
       this.assertOpen();
-      const size = Math.min(this.pageSize, remaining);
-      const events = this.page(after, filter, size);
-      for (const e of events) yield e;
-      if (events.length < size) return;
-      remaining -= events.length;
-      after = events[events.length - 1]!.position;
-    }
+      return tablePage(this.page(position, filter, size), size, (last) => last.position);
+    });
   }
 
   /**
@@ -212,6 +204,11 @@ export class SqliteEventStore implements EventStore {
       maxBytes,
     );
     return tuplesToRecordedEvents(keep < rows.length ? rows.slice(0, keep) : rows);
+  }
+
+  async migrationStatus(): Promise<MigrationStatus> {
+    this.assertOpen();
+    return migrationStatus(schemaVersion(this.db), STORE_MIGRATIONS);
   }
 
   async headPosition(): Promise<number> {

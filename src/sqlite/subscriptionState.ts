@@ -8,7 +8,7 @@ import type {
   AckResult,
   AcquireResult,
   AdminResult,
-  ConsumerState,
+  ConsumerRecord,
   DeadLetterRecord,
   Fenced,
   ForceReleaseResult,
@@ -207,14 +207,14 @@ export class SqliteSubscriptionState implements SubscriptionStateBackend {
     });
   }
 
-  get(name: string): Promise<ConsumerState | null> {
+  get(name: string): Promise<ConsumerRecord | null> {
     return this.read(() => {
       const row = this.row(name);
       return row ? toState(row) : null;
     });
   }
 
-  list(): Promise<ConsumerState[]> {
+  list(): Promise<ConsumerRecord[]> {
     return this.read(() =>
       (this.sql(`${SELECT_CONSUMER} ORDER BY c.name`).all() as ConsumerRow[]).map(toState),
     );
@@ -402,7 +402,7 @@ export class SqliteSubscriptionState implements SubscriptionStateBackend {
   }
 }
 
-function toState(row: ConsumerRow): ConsumerState {
+function toState(row: ConsumerRow): ConsumerRecord {
   return {
     name: row.name,
     filter: JSON.parse(row.filter) as EventFilter,
@@ -411,9 +411,9 @@ function toState(row: ConsumerRow): ConsumerState {
     epoch: row.epoch,
     leaseExpiresAt: row.lease_expires_at === null ? null : isoTime(row.lease_expires_at),
     status: row.status,
-    lastError: row.last_error === null ? null : (JSON.parse(row.last_error) as ConsumerState['lastError']),
+    lastError: row.last_error === null ? null : (JSON.parse(row.last_error) as ConsumerRecord['lastError']),
     failedEvent:
-      row.failed_event === null ? null : (JSON.parse(row.failed_event) as ConsumerState['failedEvent']),
+      row.failed_event === null ? null : (JSON.parse(row.failed_event) as ConsumerRecord['failedEvent']),
     parked: row.parked,
     createdAt: row.created_at,
     updatedAt: row.updated_at,

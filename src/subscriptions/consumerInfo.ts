@@ -1,13 +1,16 @@
 import { isIdemError } from '../core/errors.js';
 import type { ConsumerInfo, ConsumerStatus } from '../core/subscription.js';
-import type { ConsumerState } from './stateBackend.js';
+import type { ConsumerRecord } from './stateBackend.js';
 import type { SubscriptionSource } from './subscriptionSource.js';
 
 /** Up to this many events behind, lag is counted exactly (matching events); beyond it, by position. */
 export const EXACT_LAG_LIMIT = 10_000;
 
 /** True while `state` has an owner whose lease has not run out. */
-export function leaseLive(state: Pick<ConsumerState, 'owner' | 'leaseExpiresAt'>, now = Date.now()): boolean {
+export function leaseLive(
+  state: Pick<ConsumerRecord, 'owner' | 'leaseExpiresAt'>,
+  now = Date.now(),
+): boolean {
   return state.owner !== null && state.leaseExpiresAt !== null && Date.parse(state.leaseExpiresAt) > now;
 }
 
@@ -19,7 +22,7 @@ export function leaseLive(state: Pick<ConsumerState, 'owner' | 'leaseExpiresAt'>
  */
 export async function consumerInfo(
   source: SubscriptionSource,
-  state: ConsumerState,
+  state: ConsumerRecord,
   head: number,
 ): Promise<ConsumerInfo> {
   const now = Date.now();
@@ -68,7 +71,7 @@ export async function consumerInfo(
 /** Matching events after the cursor, counted exactly up to `EXACT_LAG_LIMIT` behind, and the oldest one's age. */
 async function lagOf(
   source: SubscriptionSource,
-  state: ConsumerState,
+  state: ConsumerRecord,
   head: number,
   now: number,
 ): Promise<{ lag: number; lagSeconds: number }> {

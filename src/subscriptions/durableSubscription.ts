@@ -5,7 +5,7 @@ import type { FailureInfo, ParkInfo, Subscription, SubscriptionMessage } from '.
 import { MAX_PAGE_BYTES } from '../core/limits.js';
 import { countWithinBytes } from '../core/pageBytes.js';
 import { validatePosition } from '../core/validation.js';
-import { validateFailureInfo, validateParkInfo } from './parkInfo.js';
+import { validateFailureInfo, validateParkInfo } from '../core/parkInfo.js';
 import type { Fenced, SubscriptionStateBackend } from './stateBackend.js';
 import type { ResolvedSubscribeOptions } from './subscribeOptions.js';
 import type { SubscriptionSource } from './subscriptionSource.js';

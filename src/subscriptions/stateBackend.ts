@@ -36,7 +36,7 @@ import type {
 export type StoredConsumerStatus = 'running' | 'stopped' | 'failed';
 
 /** One consumer's durable state as the backend keeps it. */
-export interface ConsumerState {
+export interface ConsumerRecord {
   name: string;
   /** Normalised. */
   filter: EventFilter;
@@ -66,7 +66,7 @@ export interface ConsumerState {
 export type DeadLetterRecord = DeadLetter;
 
 export type RegisterResult =
-  | { ok: true; created: boolean; state: ConsumerState }
+  | { ok: true; created: boolean; state: ConsumerRecord }
   | { ok: false; reason: 'identity_conflict'; existingFilter: EventFilter };
 
 export type AcquireResult =
@@ -144,9 +144,9 @@ export interface SubscriptionStateBackend {
   /** Records a dead letter while `epoch` is current; see `ParkRequest` for the two modes. */
   park(name: string, epoch: number, request: ParkRequest): Promise<ParkResult>;
 
-  get(name: string): Promise<ConsumerState | null>;
+  get(name: string): Promise<ConsumerRecord | null>;
   /** Every consumer, by name. */
-  list(): Promise<ConsumerState[]>;
+  list(): Promise<ConsumerRecord[]>;
 
   /** Moves the cursor to `position` (back or forward); refused while a live lease exists. */
   reset(name: string, position: number): Promise<AdminResult>;

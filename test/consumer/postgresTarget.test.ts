@@ -2,14 +2,11 @@ import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import pg from 'pg';
 import { postgresTarget } from '../../src/postgres/target.js';
+import { migrateTarget, TARGET_MIGRATIONS } from '../../src/postgres/targetMigrations.js';
 import { createTempDatabase } from '../support/postgres.js';
 import { requireOrSkip } from '../support/services.js';
 import { postgresFixtures } from './support/targetFixture.js';
-import { describeBatchHandler } from './suites/batchHandler.suite.js';
-import { describeErrorsAndGaps } from './suites/errors.suite.js';
-import { describeLedgerAndGuards } from './suites/ledger.suite.js';
-import { describeLifecycleAndMetrics } from './suites/lifecycle.suite.js';
-import { describeTarget } from './suites/target.suite.js';
+import { describeConsumer } from './consumer.suite.js';
 
 // One temporary PostgreSQL database for the file, a schema per test (both dropped afterwards);
 // skipped when PostgreSQL is down, unless IDEM_REQUIRE_SERVICES=1.
@@ -18,11 +15,56 @@ const fixtures = postgresFixtures();
 const makePostgresFixture = fixtures.make;
 after(() => fixtures.close());
 describe('postgres target', { skip }, () => {
-  describeLedgerAndGuards('postgres target', makePostgresFixture);
-  describeErrorsAndGaps('postgres target', makePostgresFixture);
-  describeBatchHandler('postgres target', makePostgresFixture);
-  describeLifecycleAndMetrics('postgres target', makePostgresFixture);
-  describeTarget('postgres target', makePostgresFixture);
+  describeConsumer('postgres target', makePostgresFixture);
+});
+
+describe('postgres target schema', { skip }, () => {
+  it('renames the ledger of a version 2 target to target_ledger, keeping its rows, with two processes migrating at once', async () => {
+    const db = await createTempDatabase('idem_consumer');
+    // Two pools stand for two processes starting on the same target.
+    const pools = [0, 1].map(() => new pg.Pool({ connectionString: db.connectionString, max: 2 }));
+    try {
+      const schema = 'ledger_upgrade';
+      await pools[0]!.query(`CREATE SCHEMA ${schema}`);
+      await migrateTarget(
+        pools[0]!,
+        schema,
+        TARGET_MIGRATIONS.filter((m) => m.version <= 2),
+      );
+      await pools[0]!.query(
+        `INSERT INTO ${schema}.target_processed (consumer, key, position)
+           SELECT 'billing_v1', 'event:' || i, i FROM generate_series(1, 300) AS i`,
+      );
+
+      const targets = pools.map((pool) => postgresTarget(pool, { schema }));
+      await Promise.all(targets.map((t) => t.migrate()));
+
+      for (const t of targets) assert.equal(await t.ledgerSize('billing_v1'), 300);
+      const found = await targets[1]!.transaction(async (t) => [
+        ...(await t.processedKeys('billing_v1', ['event:1', 'event:300', 'event:301'])),
+      ]);
+      assert.deepEqual(found.sort(), ['event:1', 'event:300']);
+      const tables = await pools[0]!.query<{ name: string }>(
+        `SELECT table_name AS name FROM information_schema.tables
+          WHERE table_schema = $1 AND table_name IN ('target_processed', 'target_ledger')`,
+        [schema],
+      );
+      assert.deepEqual(
+        tables.rows.map((r) => r.name),
+        ['target_ledger'],
+      );
+      const versions = await pools[0]!.query<{ version: number }>(
+        `SELECT version FROM ${schema}.target_migrations ORDER BY version`,
+      );
+      assert.deepEqual(
+        versions.rows.map((r) => r.version),
+        TARGET_MIGRATIONS.map((m) => m.version),
+      );
+    } finally {
+      await Promise.all(pools.map((pool) => pool.end()));
+      await db.drop();
+    }
+  });
 });
 
 describe('postgresTarget options', { skip }, () => {

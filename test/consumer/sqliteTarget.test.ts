@@ -6,17 +6,9 @@ import { sqliteTarget } from '../../src/sqlite/target.js';
 import { TARGET_MIGRATIONS, TARGET_SCHEMA_TABLE } from '../../src/sqlite/targetMigrations.js';
 import { tempDir } from '../support/tempDir.js';
 import { makeSqliteFixture } from './support/targetFixture.js';
-import { describeBatchHandler } from './suites/batchHandler.suite.js';
-import { describeErrorsAndGaps } from './suites/errors.suite.js';
-import { describeLedgerAndGuards } from './suites/ledger.suite.js';
-import { describeLifecycleAndMetrics } from './suites/lifecycle.suite.js';
-import { describeTarget } from './suites/target.suite.js';
+import { describeConsumer } from './consumer.suite.js';
 
-describeLedgerAndGuards('sqlite target', makeSqliteFixture);
-describeErrorsAndGaps('sqlite target', makeSqliteFixture);
-describeBatchHandler('sqlite target', makeSqliteFixture);
-describeLifecycleAndMetrics('sqlite target', makeSqliteFixture);
-describeTarget('sqlite target', makeSqliteFixture);
+describeConsumer('sqlite target', makeSqliteFixture);
 
 describe('sqlite target schema', () => {
   it('moves a version 2 ledger (consumer names, timestamps) into the ledger keyed by consumer id, keeping every row', async () => {

@@ -5,7 +5,7 @@ import { createConsumer, type HandlerContext } from '../../src/consumer/index.js
 import type { RecordedEvent } from '../../src/core/event.js';
 import { createEffectDispatcher } from '../../src/effects/dispatcher.js';
 import { effectCounts, listEffects, retryEffects } from '../../src/effects/admin.js';
-import { rebuildConsumer, type RebuildProgress } from '../../src/effects/rebuild.js';
+import { rebuildConsumer, type RebuildProgress } from '../../src/consumer/rebuild.js';
 import { activeVersion, promoteConsumer, resetLedger } from '../../src/effects/versions.js';
 import type { EffectWrite } from '../../src/core/effectTypes.js';
 import { until } from '../support/until.js';

@@ -1,6 +1,5 @@
 import { after } from 'node:test';
 import { requireOrSkip } from '../support/services.js';
-import { describeDispatcher } from './dispatcher.suite.js';
 import { describeEffects } from './effects.suite.js';
 import { postgresFixtures } from './support/fixture.js';
 
@@ -8,4 +7,3 @@ const skip = await requireOrSkip('postgres');
 const fixtures = postgresFixtures();
 after(() => fixtures.close());
 describeEffects('postgres target', fixtures.make, skip);
-describeDispatcher('postgres target', fixtures.make, skip);

@@ -5,7 +5,7 @@ import { createConsumer } from '../../src/consumer/index.js';
 import { createEffectDispatcher } from '../../src/effects/dispatcher.js';
 import { listEffects, retryEffects } from '../../src/effects/admin.js';
 import { parseVersionedName } from '../../src/core/versionedName.js';
-import { rebuildConsumer } from '../../src/effects/rebuild.js';
+import { rebuildConsumer } from '../../src/consumer/rebuild.js';
 import { makeSqliteFixture } from './support/fixture.js';
 
 describe('effects: input validation', () => {

@@ -11,7 +11,7 @@ import type { EventStore } from '../../src/core/eventStore.js';
 import { checkKnownKeys, closest, editDistance } from '../../src/core/knownKeys.js';
 import { listEffects } from '../../src/effects/admin.js';
 import { createEffectDispatcher } from '../../src/effects/dispatcher.js';
-import { rebuildConsumer } from '../../src/effects/rebuild.js';
+import { rebuildConsumer } from '../../src/consumer/rebuild.js';
 import { promoteConsumer } from '../../src/effects/versions.js';
 import { createMemoryStore } from '../../src/memory/memoryStore.js';
 import { openPostgresStore } from '../../src/postgres/postgresStore.js';

@@ -11,7 +11,7 @@ import { randomIdentifier } from '../support/names.js';
 import { createTempDatabase, type TempDatabase } from '../support/postgres.js';
 import { requireOrSkip } from '../support/services.js';
 
-export interface PgTestContext {
+export interface PostgresTestContext {
   /** A skip reason when PostgreSQL is unreachable (and not required), else false. */
   skip: string | false;
   /** This file's temporary database; only usable when `skip` is false. */
@@ -28,7 +28,7 @@ export interface PgTestContext {
  * Call once at the top level of a test file: checks PostgreSQL (skip or fail per
  * IDEM_REQUIRE_SERVICES), creates the file's temporary database and drops it after the file's tests.
  */
-export async function pgTestContext(): Promise<PgTestContext> {
+export async function pgTestContext(): Promise<PostgresTestContext> {
   const skip = await requireOrSkip('postgres');
   if (skip) {
     const unavailable = (): never => {

@@ -1,5 +1,5 @@
 /**
- * The behaviour suite of the EventStore port (issue 2, items 5-6), written against the port only,
+ * The behaviour suite of the EventStore port, written against the port only,
  * so that every store runs it: memory, SQLite, PostgreSQL, and the remote client.
  *
  * ```ts
@@ -18,6 +18,7 @@ import { expectedVersionTests } from './suite/expectedVersion.js';
 import { idempotencyTests } from './suite/idempotency.js';
 import { largeReadTests, type LargeReadOptions } from './suite/largeReads.js';
 import { nameTests } from './suite/names.js';
+import { migrationStatusTests } from './suite/migrationStatus.js';
 import { readTests } from './suite/reads.js';
 import { unknownOptionTests } from './suite/unknownOptions.js';
 import { validationTests } from './suite/validation.js';
@@ -44,5 +45,6 @@ export function describeEventStore(
     validationTests(makeStore);
     unknownOptionTests(makeStore);
     nameTests(makeStore);
+    migrationStatusTests(makeStore);
   });
 }

@@ -1,4 +1,4 @@
-// Model test (issue 3, item 10): random appends, partial acks and crashes with resubscription. Checks
+// Model test: random appends, partial acks and crashes with resubscription. Checks
 // that the events handled at least once are exactly the committed events matching the filter, that
 // every session delivers the matching events after its start position in position order with none
 // missing, and that a session starts at the last acknowledged position.

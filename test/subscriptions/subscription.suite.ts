@@ -1,5 +1,5 @@
 /**
- * The behaviour suite of the durable-subscription port (issue 3), written against `EventStore` only,
+ * The behaviour suite of the durable-subscription port, written against `EventStore` only,
  * so every store runs it: memory, SQLite, PostgreSQL, and the remote client.
  *
  * ```ts

@@ -1,4 +1,4 @@
-// Ownership across real processes sharing one SQLite file (issue 3, item 5): a second subscriber is
+// Ownership across real processes sharing one SQLite file: a second subscriber is
 // refused; an owner paused (SIGSTOP) past its lease loses it to a standby and, resumed (SIGCONT), is
 // fenced: its acks and parks change nothing.
 import assert from 'node:assert/strict';

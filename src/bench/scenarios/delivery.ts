@@ -10,7 +10,7 @@ import { populate } from '../workload.js';
 
 /**
  * What the consumer scenarios stand on: how fast a durable subscription delivers the log to a
- * consumer, without the consumer. Not one of the issue's scenarios; the targets shown are the
+ * consumer, without the consumer. Not one of the scenarios with targets of their own; the targets shown are the
  * consumer targets, which a consumer can only reach if delivery alone is faster.
  */
 

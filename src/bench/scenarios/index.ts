@@ -10,8 +10,8 @@ import { redelivery } from './redelivery.js';
 import { sqliteAppend } from './sqliteAppend.js';
 
 /**
- * Every scenario, in run order: the issue's numbering (1, 2, 3, 4, 5, 6, 7), with delivery (what the
- * consumer scenarios 3 and 4 stand on) after them.
+ * Every scenario, in run order (the order of the table in docs/benchmarks.md), with delivery (what
+ * the consumer scenarios stand on) after them.
  */
 export const SCENARIOS: readonly Scenario[] = [
   sqliteAppend,

@@ -3,7 +3,7 @@ import { describe, it } from 'node:test';
 import { randomConsumer, randomStream } from '../../support/names.js';
 import { appendN, nextEvents, nextMessage, rejectsWith, withStore, type MakeStore } from './context.js';
 
-/** Issue 3, items 3 and 4: cumulative monotonic acks, and flow control by maxInFlight. */
+/** Cumulative monotonic acks, and flow control by maxInFlight. */
 export function ackTests(makeStore: MakeStore): void {
   describe('acknowledgement and flow control', () => {
     it('moves the cursor forward only; acks at or below it are no-ops', () =>

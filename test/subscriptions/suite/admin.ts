@@ -4,7 +4,7 @@ import { randomCategory, randomConsumer, randomStream } from '../../support/name
 import { until } from '../../support/until.js';
 import { appendN, nextEvents, Reader, rejectsWith, withStore, type MakeStore } from './context.js';
 
-/** Issue 3, items 1 and 8: the consumer registry and its admin operations. */
+/** The consumer registry and its admin operations. */
 export function adminTests(makeStore: MakeStore): void {
   describe('consumer admin', () => {
     it('lists and shows consumers with filter, cursor, head, lag, status, owner and times', () =>

@@ -13,7 +13,7 @@ import {
   type MakeStore,
 } from './context.js';
 
-/** Issue 3, items 2 and 3 (delivery): catch-up, caught_up, live, filters, start positions, the seam. */
+/** Delivery: catch-up, caught_up, live, filters, start positions, the seam. */
 export function deliveryTests(makeStore: MakeStore): void {
   describe('delivery', () => {
     it('catches up from the start, signals caught_up at the head, then delivers live appends', () =>

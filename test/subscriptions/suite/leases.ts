@@ -5,7 +5,7 @@ import { randomConsumer, randomStream } from '../../support/names.js';
 import { until } from '../../support/until.js';
 import { appendN, nextEvents, Reader, rejectsWith, withStore, type MakeStore } from './context.js';
 
-/** Issue 3, items 5 and 6: one owner per identity, standby, takeover, fencing, identity check. */
+/** One owner per identity, standby, takeover, fencing, identity check. */
 export function leaseTests(makeStore: MakeStore): void {
   describe('ownership, leases and fencing', () => {
     it('refuses a second subscriber with consumer_busy naming the owner', () =>

@@ -21,7 +21,7 @@ function redelivered(reader: Reader): RecordedEvent[] {
   return reader.messages.flatMap((m) => (m.kind === 'events' && m.redelivery ? m.events : []));
 }
 
-/** Issue 3, item 7 / guarantee 8: dead letters, sequenced parking, retry, skip. */
+/** Guarantee 8 of docs/guarantees.md: dead letters, sequenced parking, retry, skip. */
 export function parkingTests(makeStore: MakeStore): void {
   describe('parking (dead letters)', () => {
     it('records a parked event with error, stack, attempts and metadata; parks its entity behind it', () =>

@@ -2,10 +2,10 @@
  * The WebSocket subscription protocol (`/v1/subscribe`): one JSON object per text frame.
  * docs/protocol.md is the prose version of these types; keep both in step.
  */
-import type { ErrorCode } from '../core/errors.js';
-import type { RecordedEvent } from '../core/event.js';
-import type { EventFilter } from '../core/filter.js';
-import type { FailureInfo, ParkInfo, StartFrom } from '../core/subscription.js';
+import type { ErrorCode } from './errors.js';
+import type { RecordedEvent } from './event.js';
+import type { EventFilter } from './filter.js';
+import type { FailureInfo, ParkInfo, StartFrom } from './subscription.js';
 
 /**
  * A request id chosen by the client; the server echoes it in the `ok` or `error` reply. Required on

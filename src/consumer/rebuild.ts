@@ -1,11 +1,11 @@
-import { createConsumer, type Consumer } from '../consumer/consumer.js';
-import { CONSUMER_OPTION_KEYS, type ConsumerOptions } from '../consumer/options.js';
+import { createConsumer, type Consumer } from './consumer.js';
+import { CONSUMER_OPTION_KEYS, type ConsumerOptions } from './options.js';
 import { checkKnownKeys, type KnownKeys } from '../core/knownKeys.js';
 import { InvalidInputError } from '../core/errors.js';
 import { validateConsumerName } from '../core/validation.js';
 import { defaultEffectScope, parseVersionedName } from '../core/versionedName.js';
-import { withOutbox } from './outbox.js';
-import { promoteConsumer } from './versions.js';
+import { withOutbox } from '../effects/outbox.js';
+import { promoteConsumer } from '../effects/versions.js';
 import type { ActiveVersionRecord } from '../core/effectTypes.js';
 
 export interface RebuildOptions<Tx> extends Omit<ConsumerOptions<Tx>, 'name' | 'from'> {

@@ -7,7 +7,7 @@ import { faultySource, type SourceFaults } from '../support/faults.js';
 import { withHarness } from '../support/harness.js';
 import type { MakeTargetFixture } from '../support/targetFixture.js';
 
-/** Items 6, 7 and 8 of issue 4: additive metrics, lifecycle, metrics. */
+/** Additive output, lifecycle, metrics. */
 export function describeLifecycleAndMetrics<Tx>(label: string, make: MakeTargetFixture<Tx>): void {
   describe(`consumer lifecycle and metrics (${label})`, () => {
     it('addOnce counts each member once where a blind increment doubles (two consumer versions, one counter)', () =>

@@ -9,7 +9,7 @@ import type { MakeTargetFixture } from '../support/targetFixture.js';
 
 const amountOf = (e: RecordedEvent): number => (e.data as { amount: number }).amount;
 
-/** Items 3, 4 and 5 of issue 4: gaps, handler errors, batching. */
+/** Gaps, handler errors, batching. */
 export function describeErrorsAndGaps<Tx>(label: string, make: MakeTargetFixture<Tx>): void {
   describe(`consumer errors, gaps and batches (${label})`, () => {
     it('retries a failing handler with a savepoint: failed attempts leave no trace', () =>

@@ -7,7 +7,7 @@ import { faultySource, faultyTarget, type SourceFaults, type TargetFaults } from
 import { withHarness } from '../support/harness.js';
 import type { MakeTargetFixture } from '../support/targetFixture.js';
 
-/** Items 1 and 2 of issue 4: the ledger in the output transaction, and the guards. */
+/** The ledger in the output transaction, and the guards. */
 export function describeLedgerAndGuards<Tx>(label: string, make: MakeTargetFixture<Tx>): void {
   describe(`consumer ledger and guards (${label})`, () => {
     it('handles every event once, with one ledger row per event and the checkpoint at the last position', () =>

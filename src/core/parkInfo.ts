@@ -1,6 +1,6 @@
-import { InvalidInputError } from '../core/errors.js';
-import { checkKnownKeys } from '../core/knownKeys.js';
-import { FAILURE_INFO_KEYS, PARK_INFO_KEYS, type FailureInfo, type ParkInfo } from '../core/subscription.js';
+import { InvalidInputError } from './errors.js';
+import { checkKnownKeys } from './knownKeys.js';
+import { FAILURE_INFO_KEYS, PARK_INFO_KEYS, type FailureInfo, type ParkInfo } from './subscription.js';
 
 type ErrorInfo = NonNullable<ParkInfo['error']>;
 
