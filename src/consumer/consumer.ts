@@ -241,7 +241,7 @@ class ConsumerRuntime<Tx> implements Consumer {
     );
     const now = Date.now();
     const t = outcome.tally;
-    this.m.add('batches');
+    this.m.add('batches', t.transactions);
     this.m.add('processed', t.processed);
     this.m.add('duplicates', t.duplicates);
     this.m.add('gaps', t.gaps);
