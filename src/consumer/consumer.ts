@@ -12,7 +12,13 @@ import {
   type Lifecycle,
   type Run,
 } from './lifecycle.js';
-import { resolveOptions, type ConsumerOptions, type ResolvedOptions } from './options.js';
+import {
+  resolveOptions,
+  type AnyEvents,
+  type ConsumerOptions,
+  type EventMap,
+  type ResolvedOptions,
+} from './options.js';
 import { processBatch, type BatchOutcome } from './processBatch.js';
 
 export type { ConsumerRuntimeStatus, ConsumerState } from './lifecycle.js';
@@ -71,8 +77,8 @@ class ConsumerRuntime<Tx> implements Consumer {
   private lastHeadCheck = 0;
   private waiters = new Set<Waiter>();
 
-  constructor(options: ConsumerOptions<Tx>) {
-    this.o = resolveOptions(options);
+  constructor(options: ResolvedOptions<Tx>) {
+    this.o = options;
     this.m = new ConsumerMetrics(this.o.name, this.o.metrics);
   }
 
@@ -419,6 +425,8 @@ function pick(e: RecordedEvent): Pick<RecordedEvent, 'id' | 'stream' | 'version'
 }
 
 /** Creates an idempotent consumer: see `ConsumerOptions` and docs/consumers.md. Nothing runs before `start()`. */
-export function createConsumer<Tx>(options: ConsumerOptions<Tx>): Consumer {
-  return new ConsumerRuntime(options);
+export function createConsumer<Tx, M extends EventMap = AnyEvents>(
+  options: ConsumerOptions<Tx, M>,
+): Consumer {
+  return new ConsumerRuntime(resolveOptions(options));
 }

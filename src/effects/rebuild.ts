@@ -1,5 +1,5 @@
 import { createConsumer, type Consumer } from '../consumer/consumer.js';
-import type { ConsumerOptions } from '../consumer/options.js';
+import type { ConsumerBaseOptions, FilterOption, HandlerOption, AnyEvents } from '../consumer/options.js';
 import { InvalidInputError } from '../core/errors.js';
 import { validateConsumerName } from '../core/validation.js';
 import { defaultEffectScope, parseVersionedName } from '../core/versionedName.js';
@@ -7,7 +7,13 @@ import { withOutbox } from './outbox.js';
 import { promoteConsumer } from './versions.js';
 import type { ActiveVersionRecord } from '../core/effectTypes.js';
 
-export interface RebuildOptions<Tx> extends Omit<ConsumerOptions<Tx>, 'name' | 'from'> {
+/** The consumer options of the new version (but its name and start), and the rebuild's own. */
+export type RebuildOptions<Tx> = Omit<ConsumerBaseOptions<Tx>, 'name' | 'from'> &
+  FilterOption<AnyEvents> &
+  HandlerOption<Tx> &
+  RebuildSettings;
+
+interface RebuildSettings {
   /** The version being replaced, which keeps serving meanwhile, e.g. `billing_v2`. */
   from: string;
   /** The new version, e.g. `billing_v3`: same base name, its own cursor, ledger and (via `ctx.tableSuffix`) tables. */
