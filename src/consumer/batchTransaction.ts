@@ -43,6 +43,16 @@ export interface Later {
   delayMs: number;
 }
 
+/** What is left of a delivered batch for its next transaction. */
+export interface Remaining {
+  events: RecordedEvent[];
+  redelivery: boolean;
+  /** null on the fast path; then the events that failed in an earlier transaction, by position. */
+  tried: ReadonlyMap<number, Tried> | null;
+  /** Streams parked by earlier transactions of the batch. */
+  parkedBehind: ReadonlySet<string>;
+}
+
 /** How handling one event went: null once it is handled. */
 type Step = null | Failure | Later | Isolate;
 
@@ -76,32 +86,30 @@ export class BatchTransaction<Tx> {
   /** Events staged for the batch handler, handled together by `flush`. */
   private pending: Pending[] = [];
 
+  private readonly events: RecordedEvent[];
+  private readonly tried: ReadonlyMap<number, Tried> | null;
+
   private constructor(
     private readonly deps: BatchDeps<Tx>,
     private readonly t: TargetTransaction<Tx>,
     private readonly plan: BatchPlan,
-    private readonly events: RecordedEvent[],
-    private readonly redelivery: boolean,
-    /** null on the fast path; then the events that failed in an earlier transaction, by position. */
-    private readonly tried: ReadonlyMap<number, Tried> | null,
-    parkedBefore: ReadonlySet<string>,
+    rest: Remaining,
   ) {
     this.o = deps.options;
-    this.record = new BatchRecorder(parkedBefore);
-    this.invoker = new Invoker(this.o, t, redelivery, this.record);
+    this.events = rest.events;
+    this.tried = rest.tried;
+    this.record = new BatchRecorder(rest.parkedBehind);
+    this.invoker = new Invoker(this.o, t, rest.redelivery, this.record);
   }
 
-  /** Plans and executes the batch in `t`; resolves to `Isolate` when `t` must roll back. */
+  /** Plans and executes the rest of the batch in `t`; resolves to `Isolate` when `t` must roll back. */
   static async run<Tx>(
     deps: BatchDeps<Tx>,
     t: TargetTransaction<Tx>,
-    events: RecordedEvent[],
-    redelivery: boolean,
-    tried: ReadonlyMap<number, Tried> | null,
-    parkedBefore: ReadonlySet<string>,
+    rest: Remaining,
   ): Promise<Committed | Isolate> {
-    const plan = await BatchPlan.read(t, deps.options, deps.epoch, events, redelivery);
-    return new BatchTransaction(deps, t, plan, events, redelivery, tried, parkedBefore).execute();
+    const plan = await BatchPlan.read(t, deps.options, deps.epoch, rest.events, rest.redelivery);
+    return new BatchTransaction(deps, t, plan, rest).execute();
   }
 
   private async execute(): Promise<Committed | Isolate> {

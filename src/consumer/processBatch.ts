@@ -1,7 +1,7 @@
 import type { RecordedEvent } from '../core/event.js';
 import { sleep } from './backoff.js';
 import { addTally, type BatchTally } from './batchRecorder.js';
-import { BatchTransaction, type BatchDeps, type Committed, type Tried } from './batchTransaction.js';
+import { BatchTransaction, type BatchDeps, type Committed, type Remaining } from './batchTransaction.js';
 import type { Isolate } from './invoker.js';
 
 export type { BatchDeps } from './batchTransaction.js';
@@ -23,16 +23,10 @@ class RolledBack extends Error {
 }
 
 /** Runs `BatchTransaction.run` in one target transaction: committed, or rolled back for `Isolate`. */
-async function transaction<Tx>(
-  deps: BatchDeps<Tx>,
-  events: RecordedEvent[],
-  redelivery: boolean,
-  tried: ReadonlyMap<number, Tried> | null,
-  parkedBefore: ReadonlySet<string>,
-): Promise<Committed | Isolate> {
+async function transaction<Tx>(deps: BatchDeps<Tx>, rest: Remaining): Promise<Committed | Isolate> {
   try {
     return await deps.options.target.transaction(async (t) => {
-      const outcome = await BatchTransaction.run(deps, t, events, redelivery, tried, parkedBefore);
+      const outcome = await BatchTransaction.run(deps, t, rest);
       if (outcome.kind === 'isolate') throw new RolledBack(outcome);
       return outcome;
     });
@@ -56,22 +50,21 @@ async function transaction<Tx>(
  */
 export async function processBatch<Tx>(
   deps: BatchDeps<Tx>,
-  delivered: RecordedEvent[],
+  events: RecordedEvent[],
   redelivery: boolean,
 ): Promise<BatchOutcome> {
   let tally: BatchTally | null = null;
   let ackPosition: number | null = null;
-  let events = delivered;
-  let tried: Map<number, Tried> | null = null;
-  let parkedBehind: ReadonlySet<string> = new Set();
+  let rest: Remaining = { events, redelivery, tried: null, parkedBehind: new Set() };
   for (;;) {
-    const outcome = await transaction(deps, events, redelivery, tried, parkedBehind);
+    const outcome = await transaction(deps, rest);
     if (outcome.kind === 'isolate') {
-      tried = new Map(tried ?? []);
+      const tried = new Map(rest.tried ?? []);
       const { position, error } = outcome;
       // Each isolation adds a new event (isolated events are never in a bisected group), so this ends.
       if (position !== null)
         tried.set(position, { attempts: (tried.get(position)?.attempts ?? 0) + 1, error, waited: false });
+      rest = { ...rest, tried };
       continue;
     }
     if (tally) addTally(tally, outcome.tally);
@@ -80,9 +73,13 @@ export async function processBatch<Tx>(
     const retry = outcome.retry;
     if (!retry) return { ackPosition, stop: outcome.stop, tally };
     await sleep(retry.delayMs);
-    tried = new Map(tried ?? []);
+    const tried = new Map(rest.tried ?? []);
     tried.set(retry.position, { attempts: retry.attempts, error: retry.error, waited: true });
-    events = events.slice(retry.resumeAt);
-    parkedBehind = outcome.parkedBehind;
+    rest = {
+      events: rest.events.slice(retry.resumeAt),
+      redelivery,
+      tried,
+      parkedBehind: outcome.parkedBehind,
+    };
   }
 }
