@@ -226,15 +226,17 @@ export class BatchTransaction<Tx> {
     if (flushed) return flushed;
     const policy = this.o.onError;
     let attempt = before?.attempts ?? 0;
-    let error = before?.error;
+    let error = before?.error ?? null;
     if (before && attempt >= policy.attempts) return failed(before.error, attempt);
     for (;;) {
-      if (error && !(before?.waited && attempt === before.attempts) && policy.backoff === 'exponential') {
+      // The backoff before the next attempt, unless the transaction began after it had passed.
+      const waited = before?.waited === true && attempt === before.attempts;
+      if (error && !waited && policy.backoff === 'exponential') {
         const delayMs = backoffDelay(attempt, policy.initialDelayMs, policy.maxDelayMs);
         if (delayMs > 0) return { kind: 'later', position: e.position, attempts: attempt, error, delayMs };
       }
       attempt++;
-      error = (await this.invoker.alone({ e, recovered }, attempt)) ?? undefined;
+      error = await this.invoker.alone({ e, recovered }, attempt);
       if (!error) {
         this.handled(e, keys);
         return null;
