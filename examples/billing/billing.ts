@@ -4,9 +4,7 @@
 // idem does everything but the upsert: the handler only writes its output through ctx.tx.
 import type Database from 'better-sqlite3';
 import type { PoolClient } from 'pg';
-import type { RecordedEvent } from '../../src/index.js';
-
-export const BILLING_FILTER = { types: ['invoice.issued', 'invoice.paid'] };
+import type { EventFilterOf, EventOf } from '../../src/index.js';
 
 interface InvoiceIssued {
   invoiceId: string;
@@ -18,6 +16,14 @@ interface InvoicePaid {
   amount: number;
 }
 
+/** The events billing handles, by type: the type parameter of its consumers types their `data`. */
+export interface BillingEvents {
+  'invoice.issued': InvoiceIssued;
+  'invoice.paid': InvoicePaid;
+}
+
+export const BILLING_FILTER: EventFilterOf<BillingEvents> = { types: ['invoice.issued', 'invoice.paid'] };
+
 export const SQLITE_SCHEMA = `CREATE TABLE IF NOT EXISTS invoice_status (
   invoice_id TEXT PRIMARY KEY,
   customer   TEXT,
@@ -27,7 +33,7 @@ export const SQLITE_SCHEMA = `CREATE TABLE IF NOT EXISTS invoice_status (
 )`;
 
 /** The SQLite handler: `ctx.tx` is the target's better-sqlite3 Database, inside the batch transaction. */
-export function sqliteBilling(db: Database.Database): (event: RecordedEvent) => void {
+export function sqliteBilling(db: Database.Database): (event: EventOf<BillingEvents>) => void {
   const issued = db.prepare(
     `INSERT INTO invoice_status (invoice_id, customer, amount, status) VALUES (?, ?, ?, 'issued')
      ON CONFLICT (invoice_id) DO UPDATE SET customer = excluded.customer, amount = excluded.amount`,
@@ -39,10 +45,10 @@ export function sqliteBilling(db: Database.Database): (event: RecordedEvent) => 
   );
   return (event) => {
     if (event.type === 'invoice.issued') {
-      const d = event.data as unknown as InvoiceIssued;
+      const d = event.data;
       issued.run(d.invoiceId, d.customer, d.amount);
     } else {
-      const d = event.data as unknown as InvoicePaid;
+      const d = event.data;
       // An increment: safe only because the ledger guarantees one application per event id.
       paid.run(d.invoiceId, d.amount);
     }
@@ -58,16 +64,16 @@ export const POSTGRES_SCHEMA = `CREATE TABLE IF NOT EXISTS invoice_status (
 )`;
 
 /** The PostgreSQL handler: `ctx.tx` is a pool client inside BEGIN. */
-export async function postgresBilling(event: RecordedEvent, ctx: { tx: PoolClient }): Promise<void> {
+export async function postgresBilling(event: EventOf<BillingEvents>, ctx: { tx: PoolClient }): Promise<void> {
   if (event.type === 'invoice.issued') {
-    const d = event.data as unknown as InvoiceIssued;
+    const d = event.data;
     await ctx.tx.query(
       `INSERT INTO invoice_status (invoice_id, customer, amount, status) VALUES ($1, $2, $3, 'issued')
        ON CONFLICT (invoice_id) DO UPDATE SET customer = excluded.customer, amount = excluded.amount`,
       [d.invoiceId, d.customer, d.amount],
     );
   } else {
-    const d = event.data as unknown as InvoicePaid;
+    const d = event.data;
     await ctx.tx.query(
       `INSERT INTO invoice_status AS s (invoice_id, paid, status) VALUES ($1, $2, 'paid')
        ON CONFLICT (invoice_id) DO UPDATE SET paid = s.paid + excluded.paid,

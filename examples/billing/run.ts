@@ -9,7 +9,14 @@ import pg from 'pg';
 import { createConsumer, type Consumer, type EventStore, type NewEvent } from '../../src/index.js';
 import { openSqliteStore, sqliteTarget } from '../../src/sqlite/index.js';
 import { postgresTarget } from '../../src/postgres/index.js';
-import { BILLING_FILTER, POSTGRES_SCHEMA, SQLITE_SCHEMA, postgresBilling, sqliteBilling } from './billing.js';
+import {
+  BILLING_FILTER,
+  POSTGRES_SCHEMA,
+  type BillingEvents,
+  SQLITE_SCHEMA,
+  postgresBilling,
+  sqliteBilling,
+} from './billing.js';
 
 const INVOICES = 300;
 
@@ -95,7 +102,7 @@ try {
     const target = sqliteTarget(db);
     const handle = sqliteBilling(db);
     const make = (): Consumer =>
-      createConsumer({
+      createConsumer<Database.Database, BillingEvents>({
         name: 'billing_v2',
         source: store,
         filter: BILLING_FILTER,
@@ -124,7 +131,7 @@ try {
         await pool.query(POSTGRES_SCHEMA);
         const pgTarget = postgresTarget(pool, { schema });
         const makePg = (): Consumer =>
-          createConsumer({
+          createConsumer<pg.PoolClient, BillingEvents>({
             name: 'billing_v2_pg',
             source: store,
             filter: BILLING_FILTER,

@@ -52,7 +52,7 @@ export async function timeConsumer<Tx>(spec: ConsumerRunSpec<Tx>, events: number
     source: spec.source,
     target: spec.target,
     guard: spec.guard ?? ['event-id', 'entity-version'],
-    ...(spec.handleBatch ? { handleBatch: spec.handleBatch } : spec.handle ? { handle: spec.handle } : {}),
+    ...(spec.handleBatch ? { handleBatch: spec.handleBatch } : { handle: spec.handle as Handler<Tx> }),
     ...(spec.batch ? { batch: spec.batch } : {}),
   });
   try {

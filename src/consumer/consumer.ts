@@ -3,31 +3,25 @@ import type { RecordedEvent } from '../core/event.js';
 import type { Subscription } from '../core/subscription.js';
 import { backoffDelay, sleep } from '../core/backoff.js';
 import { MessageBatcher } from './messageBatcher.js';
-import { ConsumerMetrics, type ConsumerMetricsSnapshot } from './metrics.js';
-import { resolveOptions, type ConsumerOptions, type ResolvedOptions } from './options.js';
+import { ConsumerMetrics, type ConsumerMetricsSnapshot, type ConsumerProgress } from './metrics.js';
+import {
+  phaseOf,
+  stateOf,
+  type Active,
+  type ConsumerRuntimeStatus,
+  type Lifecycle,
+  type Run,
+} from './lifecycle.js';
+import {
+  resolveOptions,
+  type AnyEvents,
+  type ConsumerOptions,
+  type EventMap,
+  type ResolvedOptions,
+} from './options.js';
 import { processBatch, type BatchOutcome } from './processBatch.js';
 
-/**
- * - `idle`: created, or waiting for ownership (standby) or to reconnect;
- * - `running`: owns the consumer and processes events;
- * - `stopped`: `stop()` was called, or ownership was lost to another process (`lastError` says so);
- * - `failed`: stopped on an error (`then: 'stop'`, `gaps: 'fail'`, identity conflict...).
- */
-export type ConsumerState = 'idle' | 'running' | 'stopped' | 'failed';
-
-export interface ConsumerRuntimeStatus {
-  name: string;
-  state: ConsumerState;
-  /** What the consumer is doing inside its state. */
-  phase: 'created' | 'starting' | 'standby' | 'catching_up' | 'live' | 'reconnecting' | 'stopping' | 'done';
-  /** Last acknowledged position. */
-  position: number;
-  /** The ownership epoch of the current (or last) subscription; 0 before the first. */
-  epoch: number;
-  lastError?: { name: string; message: string; code?: string };
-  /** The event the consumer stopped at, when it failed on one. */
-  failedEvent?: Pick<RecordedEvent, 'id' | 'stream' | 'version' | 'position' | 'type' | 'metadata'>;
-}
+export type { ConsumerRuntimeStatus, ConsumerState } from './lifecycle.js';
 
 export interface Consumer {
   readonly name: string;
@@ -72,27 +66,19 @@ function asError(err: unknown): Error {
 class ConsumerRuntime<Tx> implements Consumer {
   private readonly o: ResolvedOptions<Tx>;
   private readonly m: ConsumerMetrics;
-  private state: ConsumerState = 'idle';
-  private phase: ConsumerRuntimeStatus['phase'] = 'created';
-  private acked = 0;
+  private life: Lifecycle = { kind: 'created' };
+  private progress: ConsumerProgress = { position: 0, head: 0, lagSeconds: 0 };
   private caughtUpAt = -1;
   private epoch = 0;
+  /** The last error seen in the current run (a reconnect's cause, or why it stopped). */
   private lastError: Error | null = null;
-  private failedEvent: RecordedEvent | null = null;
-  private sub: Subscription | null = null;
-  private stopping = false;
-  private stopPromise: Promise<void> | null = null;
-  private startPromise: Promise<void> | null = null;
-  private loop: Promise<void> | null = null;
   private batchInFlight: Promise<unknown> | null = null;
-  private wakeUp = new AbortController();
-  private subscribeAbort = new AbortController();
   private failures = 0;
   private lastHeadCheck = 0;
   private waiters = new Set<Waiter>();
 
-  constructor(options: ConsumerOptions<Tx>) {
-    this.o = resolveOptions(options);
+  constructor(options: ResolvedOptions<Tx>) {
+    this.o = options;
     this.m = new ConsumerMetrics(this.o.name, this.o.metrics);
   }
 
@@ -100,41 +86,54 @@ class ConsumerRuntime<Tx> implements Consumer {
     return this.o.name;
   }
 
-  start(): Promise<void> {
-    if (this.startPromise && !this.stopping && this.state !== 'failed' && this.state !== 'stopped')
-      return this.startPromise;
-    this.stopping = false;
-    this.stopPromise = null;
-    this.lastError = null;
-    this.failedEvent = null;
-    this.wakeUp = new AbortController();
-    this.subscribeAbort = new AbortController();
-    this.state = 'idle';
-    this.phase = 'starting';
-    this.startPromise = this.doStart();
-    return this.startPromise;
+  /** True once `stop()` was called or the consumer ended: the loops wind down. */
+  private get ending(): boolean {
+    const k = this.life.kind;
+    return k === 'stopping' || k === 'stopped' || k === 'failed';
   }
 
-  private async doStart(): Promise<void> {
+  /** Moves to `next` unless the consumer is ending (stopping wins over what the loop reports). */
+  private enter(next: Active): void {
+    if (!this.ending) this.life = next;
+  }
+
+  start(): Promise<void> {
+    const life = this.life;
+    if (life.kind === 'stopping') return life.stopped.then(() => this.start());
+    if ('run' in life) return life.run.started;
+    this.lastError = null;
+    const run: Run = {
+      started: Promise.resolve(),
+      loop: null,
+      sub: null,
+      wakeUp: new AbortController(),
+      subscribeAbort: new AbortController(),
+    };
+    this.life = { kind: 'starting', run, standby: false };
+    run.started = this.doStart(run);
+    return run.started;
+  }
+
+  private async doStart(run: Run): Promise<void> {
     try {
       await this.o.target.migrate();
       // Records the version's live point (effects of older events are suppressed) and starts the effect dispatcher, if any.
       await this.o.effects?.start();
-      if (this.o.standby) this.phase = 'standby';
-      const sub = await this.subscribe();
-      if (this.stopping) {
+      if (this.o.standby) this.enter({ kind: 'starting', run, standby: true });
+      const sub = await this.subscribe(run);
+      if (this.ending) {
         await sub.close();
         return;
       }
-      this.loop = this.run(sub);
+      run.loop = this.run(run, sub);
     } catch (err) {
-      if (this.stopping) return;
+      if (this.ending) return;
       this.finish('stopped', asError(err), null);
       throw err;
     }
   }
 
-  private async subscribe(): Promise<Subscription> {
+  private async subscribe(run: Run): Promise<Subscription> {
     const o = this.o;
     const sub = await o.source.subscribe(o.name, {
       filter: o.filter,
@@ -144,32 +143,30 @@ class ConsumerRuntime<Tx> implements Consumer {
       // on I/O (PostgreSQL) the next batch's pages are read while the current one commits.
       maxInFlight: Math.max(1000, 2 * o.batch.catchUpSize + 2 * o.batch.size),
       standby: o.standby,
-      signal: this.subscribeAbort.signal,
+      signal: run.subscribeAbort.signal,
       ...(o.leaseTtlMs !== undefined ? { leaseTtlMs: o.leaseTtlMs } : {}),
       ...(o.owner !== undefined ? { owner: o.owner } : {}),
     });
-    this.sub = sub;
+    run.sub = sub;
     this.epoch = sub.epoch;
-    this.acked = Math.max(this.acked, sub.startPosition);
-    this.state = 'running';
-    this.phase = 'catching_up';
-    this.m.progress(this.acked, this.m.head, this.m.lagSeconds);
+    this.enter({ kind: 'catching_up', run });
+    this.setProgress(Math.max(this.progress.position, sub.startPosition), this.progress.head);
     return sub;
   }
 
-  private async run(first: Subscription): Promise<void> {
+  private async run(run: Run, first: Subscription): Promise<void> {
     let sub: Subscription | null = first;
-    while (!this.stopping) {
+    while (!this.ending) {
       try {
-        sub ??= await this.subscribe();
-        const end = await this.consume(sub);
+        sub ??= await this.subscribe(run);
+        const end = await this.consume(run, sub);
         if (end === 'failed') return;
-        if (this.stopping) break;
+        if (this.ending) break;
         // The source ended the subscription without being asked: reconnect (a closed store refuses then).
         throw new IdemError('unavailable', `the subscription of consumer "${this.o.name}" ended`);
       } catch (err) {
         const error = asError(err);
-        if (this.stopping) break;
+        if (this.ending) break;
         await this.closeQuietly(sub);
         sub = null;
         if (isIdemError(error) && TERMINAL.has(error.code)) {
@@ -179,27 +176,25 @@ class ConsumerRuntime<Tx> implements Consumer {
         this.lastError = error;
         this.failures++;
         this.m.add('reconnects');
-        this.state = 'idle';
-        this.phase = 'reconnecting';
+        this.enter({ kind: 'reconnecting', run });
         await sleep(
           backoffDelay(this.failures, this.o.reconnect.initialDelayMs, this.o.reconnect.maxDelayMs),
-          this.wakeUp.signal,
+          run.wakeUp.signal,
         );
       }
     }
     await this.closeQuietly(sub);
-    this.finish('stopped', null, null);
   }
 
-  private async consume(sub: Subscription): Promise<'ended' | 'failed'> {
+  private async consume(run: Run, sub: Subscription): Promise<'ended' | 'failed'> {
     const batcher = new MessageBatcher(sub[Symbol.asyncIterator](), this.o.batch);
     for (;;) {
       const work = await batcher.next();
-      if (work.kind === 'end' || this.stopping) return 'ended';
+      if (work.kind === 'end' || this.ending) return 'ended';
       if (work.kind === 'caught_up') {
         this.caughtUpAt = Math.max(this.caughtUpAt, work.position);
-        this.phase = 'live';
-        this.m.progress(this.acked, Math.max(this.m.head, work.position), 0);
+        this.enter({ kind: 'live', run });
+        this.setProgress(this.progress.position, Math.max(this.progress.head, work.position), 0);
         this.checkWaiters();
         continue;
       }
@@ -241,50 +236,67 @@ class ConsumerRuntime<Tx> implements Consumer {
     );
     const now = Date.now();
     const t = outcome.tally;
-    this.m.add('batches');
+    this.m.add('batches', t.transactions);
     this.m.add('processed', t.processed);
     this.m.add('duplicates', t.duplicates);
     this.m.add('gaps', t.gaps);
     this.m.add('recovered', t.recovered);
     this.m.add('deadLetters', t.deadLetters);
     this.m.add('parked', t.parked);
-    if (this.m.parkedStreams.size > 0) for (const s of t.handledStreams) this.m.parkedStreams.delete(s);
-    for (const s of t.parkedStreams) this.m.parkedStreams.add(s);
+    this.m.entities(t.handledStreams, t.parkedStreams);
     for (const s of t.handlerSeconds) this.m.handlerSeconds(s);
     for (const ms of t.recordedAtMs) this.m.endToEndSeconds(Math.max(0, now - ms) / 1000);
-    if (outcome.ackPosition !== null) {
-      await sub.ack(outcome.ackPosition);
-      if (outcome.ackPosition > this.acked) this.acked = outcome.ackPosition;
-    }
+    if (outcome.ackPosition !== null) await sub.ack(outcome.ackPosition);
     const last = events[events.length - 1]!;
-    this.m.progress(this.acked, this.m.head, Math.max(0, now - Date.parse(last.recordedAt)) / 1000);
+    this.setProgress(
+      Math.max(this.progress.position, outcome.ackPosition ?? 0),
+      this.progress.head,
+      Math.max(0, now - Date.parse(last.recordedAt)) / 1000,
+    );
     if (now - this.lastHeadCheck > 1000) {
       this.lastHeadCheck = now;
       void this.o.source.headPosition().then(
-        (head) => this.m.progress(this.acked, head, this.m.lagSeconds),
+        (head) => this.setProgress(this.progress.position, head),
         () => undefined,
       );
     }
     return outcome;
   }
 
-  async stop(): Promise<void> {
-    this.stopPromise ??= this.doStop();
-    return this.stopPromise;
+  /** Records the acknowledged position and the head (never below it), and sets the gauges. */
+  private setProgress(position: number, head: number, lagSeconds = this.progress.lagSeconds): void {
+    const top = Math.max(head, position);
+    this.progress = { position, head: top, lagSeconds: top > position ? lagSeconds : 0 };
+    this.m.gauges(this.progress);
   }
 
-  private async doStop(): Promise<void> {
+  stop(): Promise<void> {
+    const life = this.life;
+    if (life.kind === 'stopping') return life.stopped;
+    if (!('run' in life)) return this.o.effects?.stop() ?? Promise.resolve();
+    const stopping: Extract<Lifecycle, { kind: 'stopping' }> = {
+      kind: 'stopping',
+      run: life.run,
+      was: stateOf(life) === 'running' ? 'running' : 'idle',
+      stopped: Promise.resolve(),
+      failed: null,
+    };
+    this.life = stopping;
+    stopping.stopped = this.doStop(stopping);
+    return stopping.stopped;
+  }
+
+  private async doStop(stopping: Extract<Lifecycle, { kind: 'stopping' }>): Promise<void> {
+    const run = stopping.run;
     await this.o.effects?.stop();
-    if (this.state === 'stopped' || this.state === 'failed' || this.phase === 'created') return;
-    this.stopping = true;
-    this.phase = 'stopping';
-    this.wakeUp.abort();
+    run.wakeUp.abort();
     if (this.batchInFlight) await this.batchInFlight.catch(() => undefined);
-    this.subscribeAbort.abort();
-    await this.closeQuietly(this.sub);
-    await this.startPromise?.catch(() => undefined);
-    await this.loop;
-    this.finish('stopped', this.lastError, null);
+    run.subscribeAbort.abort();
+    await this.closeQuietly(run.sub);
+    await run.started.catch(() => undefined);
+    await run.loop;
+    this.life = stopping.failed ? { kind: 'failed', event: stopping.failed.event } : { kind: 'stopped' };
+    this.rejectWaiters();
   }
 
   private async closeQuietly(sub: Subscription | null): Promise<void> {
@@ -296,42 +308,51 @@ class ConsumerRuntime<Tx> implements Consumer {
     }
   }
 
-  private finish(state: 'stopped' | 'failed', error: Error | null, event: RecordedEvent | null): void {
-    this.state = state;
-    this.phase = 'done';
+  /** Ends the run: stopped or failed (when stopping, once the stop is done). */
+  private finish(kind: 'stopped' | 'failed', error: Error | null, event: RecordedEvent | null): void {
+    const life = this.life;
     if (error) this.lastError = error;
-    if (event) this.failedEvent = event;
-    this.stopping = true;
-    this.wakeUp.abort();
-    const reason = error ?? new ClosedError(`consumer "${this.o.name}"`);
+    if (life.kind === 'stopping') {
+      if (kind === 'failed' && error) life.failed = { error, event };
+    } else {
+      if ('run' in life) life.run.wakeUp.abort();
+      this.life = kind === 'failed' ? { kind, event } : { kind };
+    }
+    this.rejectWaiters();
+  }
+
+  private rejectWaiters(): void {
+    const reason = this.lastError ?? new ClosedError(`consumer "${this.o.name}"`);
     for (const w of this.waiters) w.reject(reason);
     this.waiters.clear();
   }
 
   status(): ConsumerRuntimeStatus {
+    const life = this.life;
     const s: ConsumerRuntimeStatus = {
       name: this.o.name,
-      state: this.state,
-      phase: this.phase,
-      position: this.acked,
+      state: stateOf(life),
+      phase: phaseOf(life),
+      position: this.progress.position,
       epoch: this.epoch,
     };
     if (this.lastError) {
       const e = this.lastError;
       s.lastError = { name: e.name, message: e.message, ...(isIdemError(e) ? { code: e.code } : {}) };
     }
-    if (this.failedEvent) s.failedEvent = { ...pick(this.failedEvent), metadata: this.failedEvent.metadata };
+    if (life.kind === 'failed' && life.event)
+      s.failedEvent = { ...pick(life.event), metadata: life.event.metadata };
     return s;
   }
 
   metrics(): ConsumerMetricsSnapshot {
-    return this.m.snapshot();
+    return this.m.snapshot(this.progress);
   }
 
   async whenCaughtUp(options: { timeoutMs?: number } = {}): Promise<void> {
     const head = await this.o.source.headPosition();
-    this.m.progress(this.acked, head, this.m.lagSeconds);
-    if (this.state === 'failed' || (this.state === 'stopped' && this.phase === 'done')) {
+    this.setProgress(this.progress.position, head);
+    if (this.life.kind === 'failed' || this.life.kind === 'stopped') {
       throw this.lastError ?? new ClosedError(`consumer "${this.o.name}"`);
     }
     let waiter!: Waiter;
@@ -365,10 +386,9 @@ class ConsumerRuntime<Tx> implements Consumer {
   private checkWaiters(): void {
     if (this.batchInFlight) return;
     for (const w of this.waiters) {
+      const acked = this.progress.position;
       const ok =
-        this.acked >= w.head ||
-        this.caughtUpAt >= w.head ||
-        (w.lastMatching !== null && this.acked >= w.lastMatching);
+        acked >= w.head || this.caughtUpAt >= w.head || (w.lastMatching !== null && acked >= w.lastMatching);
       if (ok) {
         this.waiters.delete(w);
         w.resolve();
@@ -392,7 +412,7 @@ class ConsumerRuntime<Tx> implements Consumer {
 
   private async lastMatching(head: number): Promise<number> {
     let last = 0;
-    for await (const e of this.o.source.readAll({ after: this.acked, filter: this.o.filter })) {
+    for await (const e of this.o.source.readAll({ after: this.progress.position, filter: this.o.filter })) {
       if (e.position > head) break;
       last = e.position;
     }
@@ -405,6 +425,8 @@ function pick(e: RecordedEvent): Pick<RecordedEvent, 'id' | 'stream' | 'version'
 }
 
 /** Creates an idempotent consumer: see `ConsumerOptions` and docs/consumers.md. Nothing runs before `start()`. */
-export function createConsumer<Tx>(options: ConsumerOptions<Tx>): Consumer {
-  return new ConsumerRuntime(options);
+export function createConsumer<Tx, M extends EventMap = AnyEvents>(
+  options: ConsumerOptions<Tx, M>,
+): Consumer {
+  return new ConsumerRuntime(resolveOptions(options));
 }

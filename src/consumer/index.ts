@@ -2,14 +2,22 @@
 export { createConsumer } from './consumer.js';
 export type { Consumer, ConsumerRuntimeStatus, ConsumerState } from './consumer.js';
 export type {
+  AnyEvents,
+  BaseHandlerContext,
   BatchHandler,
   BatchHandlerContext,
   BatchOptions,
+  ConsumerBaseOptions,
   ConsumerMetricsOptions,
   ConsumerOptions,
   ErrorPolicy,
+  EventFilterOf,
+  EventMap,
+  EventOf,
+  FilterOption,
   Handler,
   HandlerContext,
+  HandlerOption,
 } from './options.js';
 export type { CustomKeyGuard, Guard } from './guards.js';
 export type { ConsumerMetricsSnapshot, LatencySummary } from './metrics.js';

@@ -46,6 +46,16 @@ export interface ConsumerMetricsSnapshot {
   checkpointLag: { events: number; seconds: number };
 }
 
+/** Where the consumer is: kept by the runtime, shown by the metrics. */
+export interface ConsumerProgress {
+  /** Last acknowledged position. */
+  readonly position: number;
+  /** The source's head when last seen; never below `position`. */
+  readonly head: number;
+  /** Age of the checkpoint while behind the head, else 0. */
+  readonly lagSeconds: number;
+}
+
 const LATENCY_BUCKETS = [
   0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60,
 ];
@@ -112,10 +122,8 @@ export class ConsumerMetrics {
   };
   private readonly handler = new Latency();
   private readonly endToEnd = new Latency();
-  readonly parkedStreams = new Set<string>();
-  position = 0;
-  head = 0;
-  lagSeconds = 0;
+  /** Entities this consumer parked and has not handled since. */
+  private readonly parkedStreams = new Set<string>();
   private readonly prom: {
     counters: Record<CounterName, Counter<'consumer'>>;
     handler: Histogram<'consumer'>;
@@ -182,21 +190,24 @@ export class ConsumerMetrics {
     this.prom?.endToEnd.observe({ consumer: this.consumer }, seconds);
   }
 
-  /** Updates position, head and lag gauges. */
-  progress(position: number, head: number, lagSeconds: number): void {
-    this.position = position;
-    this.head = Math.max(head, position);
-    this.lagSeconds = this.head > position ? lagSeconds : 0;
-    if (this.prom) {
-      const labels = { consumer: this.consumer };
-      this.prom.position.set(labels, this.position);
-      this.prom.lagEvents.set(labels, this.head - this.position);
-      this.prom.lagSeconds.set(labels, this.lagSeconds);
-      this.prom.parkedEntities.set(labels, this.parkedStreams.size);
-    }
+  /** Entities handled no longer count as parked; `parked` ones now do. */
+  entities(handled: readonly string[], parked: readonly string[]): void {
+    if (this.parkedStreams.size > 0) for (const s of handled) this.parkedStreams.delete(s);
+    for (const s of parked) this.parkedStreams.add(s);
   }
 
-  snapshot(): ConsumerMetricsSnapshot {
+  /** Sets the position, lag and parked-entity gauges from the runtime's progress. */
+  gauges(p: ConsumerProgress): void {
+    if (!this.prom) return;
+    const labels = { consumer: this.consumer };
+    this.prom.position.set(labels, p.position);
+    this.prom.lagEvents.set(labels, p.head - p.position);
+    this.prom.lagSeconds.set(labels, p.lagSeconds);
+    this.prom.parkedEntities.set(labels, this.parkedStreams.size);
+  }
+
+  /** The counts, with the runtime's progress. */
+  snapshot(p: ConsumerProgress): ConsumerMetricsSnapshot {
     const c = this.counts;
     return {
       consumer: this.consumer,
@@ -205,9 +216,9 @@ export class ConsumerMetrics {
       parkedEntities: this.parkedStreams.size,
       handlerLatency: this.handler.summary(),
       endToEndLatency: this.endToEnd.summary(),
-      position: this.position,
-      head: this.head,
-      checkpointLag: { events: Math.max(0, this.head - this.position), seconds: this.lagSeconds },
+      position: p.position,
+      head: p.head,
+      checkpointLag: { events: Math.max(0, p.head - p.position), seconds: p.lagSeconds },
     };
   }
 }

@@ -3,6 +3,7 @@ import type { ConsumerTarget } from '../core/consumerTarget.js';
 import { InvalidInputError } from '../core/errors.js';
 import { checkKnownKeys, type KnownKeys } from '../core/knownKeys.js';
 import type { RecordedEvent } from '../core/event.js';
+import type { JsonValue } from '../core/json.js';
 import type { EventStore } from '../core/eventStore.js';
 import { normalizeFilter, type EventFilter } from '../core/filter.js';
 import type { StartFrom } from '../core/subscription.js';
@@ -16,62 +17,78 @@ import {
 } from '../effects/consumerEffects.js';
 import type { EffectCallOptions, EffectWrite } from '../core/effectTypes.js';
 
-/** What a handler gets besides the event. */
-export interface HandlerContext<Tx> {
+/**
+ * Event types to the shape of their `data`, e.g. `{ 'invoice.issued': { amount: number } }`: given to
+ * `createConsumer<Tx, Events>`, it types `filter.types` and the events handlers get.
+ */
+export type EventMap = object;
+
+/** The default event map: any type, any data (handlers get `RecordedEvent`). */
+export type AnyEvents = Record<string, JsonValue>;
+
+/** A recorded event of one of the map's types, its `data` typed; `RecordedEvent` for `AnyEvents`. */
+export type EventOf<M extends EventMap> = string extends keyof M
+  ? RecordedEvent
+  : {
+      [K in keyof M & string]: Omit<RecordedEvent, 'type' | 'data'> & { type: K; data: M[K] };
+    }[keyof M & string];
+
+/** A filter whose `types` are names of the event map (any filter for `AnyEvents`). */
+export type EventFilterOf<M extends EventMap> = string extends keyof M
+  ? EventFilter
+  : Omit<EventFilter, 'types'> & { types: readonly (keyof M & string)[] };
+
+/** What every handler gets besides its events. */
+export interface BaseHandlerContext<Tx> {
   /** The target's open transaction: a better-sqlite3 `Database` (SQLite) or a `pg` client inside BEGIN (PostgreSQL). */
   readonly tx: Tx;
   /** The consumer's name. */
   readonly consumer: string;
-  /** 1 on the first try of this event, 2 on the first retry, ... */
+  /** 1 on the first try, 2 on the first retry, ... */
   readonly attempt: number;
-  /** True when the event is a dead letter delivered again by `deadLetters.retry`. */
+  /** True when the events are dead letters delivered again by `deadLetters.retry`. */
   readonly redelivery: boolean;
-  /** True when the event was read from the store to fill a version gap (entity-version guard). */
-  readonly recovered: boolean;
   /**
    * Adds `amount` (default 1) to a counter in the target unless `member` (e.g. the event id) was counted
    * already: an additive metric that cannot double, even across consumer versions. Returns whether it counted.
    */
   addOnce(counter: string, member: string, amount?: number): Promise<boolean>;
-  /**
-   * Records an external effect in the target's outbox, in this transaction, keyed by (scope, key) with
-   * `key` defaulting to `${event.id}:${kind}`: a redelivered event writes nothing new. A dispatcher
-   * calls the effect's handler after the commit. See docs/effects-and-replay.md.
-   */
-  effect(kind: string, payload: unknown, options?: EffectCallOptions): Promise<EffectWrite>;
   /** The consumer's version from its name (`billing_v3` -> 3), or null for an unversioned name. */
   readonly version: number | null;
   /** What a versioned projection appends to its table names: `_v3` for `billing_v3`, '' without a version. */
   readonly tableSuffix: string;
 }
 
-export type Handler<Tx> = (event: RecordedEvent, ctx: HandlerContext<Tx>) => void | Promise<void>;
+/** What a handler gets besides the event. */
+export interface HandlerContext<Tx> extends BaseHandlerContext<Tx> {
+  /** True when the event was read from the store to fill a version gap (entity-version guard). */
+  readonly recovered: boolean;
+  /**
+   * Records an external effect in the target's outbox, in this transaction, keyed by (scope, key) with
+   * `key` defaulting to `${event.id}:${kind}`: a redelivered event writes nothing new. A dispatcher
+   * calls the effect's handler after the commit. See docs/effects-and-replay.md.
+   */
+  effect(kind: string, payload: unknown, options?: EffectCallOptions): Promise<EffectWrite>;
+}
+
+export type Handler<Tx, M extends EventMap = AnyEvents> = (
+  event: EventOf<M>,
+  ctx: HandlerContext<Tx>,
+) => void | Promise<void>;
 
 /** What a batch handler gets besides the events. */
-export interface BatchHandlerContext<Tx> {
-  /** The target's open transaction, as for `handle`. */
-  readonly tx: Tx;
-  /** The consumer's name. */
-  readonly consumer: string;
+export interface BatchHandlerContext<Tx, M extends EventMap = AnyEvents> extends BaseHandlerContext<Tx> {
   /** 1 while events are handled together; 2, 3... when one event is retried alone after it failed. */
   readonly attempt: number;
-  /** True when the events are dead letters delivered again by `deadLetters.retry`. */
-  readonly redelivery: boolean;
   /** Positions of the events that were read from the store to fill a version gap (entity-version guard). */
   readonly recovered: ReadonlySet<number>;
-  /** As `HandlerContext.addOnce`. */
-  addOnce(counter: string, member: string, amount?: number): Promise<boolean>;
   /** As `HandlerContext.effect`, for one of the events (its id is the default key). */
   effect(
-    event: RecordedEvent,
+    event: EventOf<M>,
     kind: string,
     payload: unknown,
     options?: EffectCallOptions,
   ): Promise<EffectWrite>;
-  /** The consumer's version from its name (`billing_v3` -> 3), or null for an unversioned name. */
-  readonly version: number | null;
-  /** What a versioned projection appends to its table names: `_v3` for `billing_v3`, '' without a version. */
-  readonly tableSuffix: string;
 }
 
 /**
@@ -79,10 +96,23 @@ export interface BatchHandlerContext<Tx> {
  * set-shaped writes (one statement per batch). If it throws, the runtime isolates the failing event
  * (see docs/consumers.md, "Batch handlers") and `onError` applies to that event alone.
  */
-export type BatchHandler<Tx> = (
-  events: RecordedEvent[],
-  ctx: BatchHandlerContext<Tx>,
+export type BatchHandler<Tx, M extends EventMap = AnyEvents> = (
+  events: EventOf<M>[],
+  ctx: BatchHandlerContext<Tx, M>,
 ) => void | Promise<void>;
+
+/** `handle` or `handleBatch`: one of them, never both. */
+export type HandlerOption<Tx, M extends EventMap = AnyEvents> =
+  | {
+      /** Handles one event. */
+      handle: Handler<Tx, M>;
+      handleBatch?: never;
+    }
+  | {
+      /** Handles the new events of a batch in one call. */
+      handleBatch: BatchHandler<Tx, M>;
+      handle?: never;
+    };
 
 export interface ErrorPolicy {
   /** Tries per event, the first included. @default 3 */
@@ -138,21 +168,16 @@ const METRICS_OPTION_KEYS = {
   prefix: true,
 } as const satisfies KnownKeys<ConsumerMetricsOptions>;
 
-export interface ConsumerOptions<Tx> {
+/** The consumer options besides the handler and the filter. */
+export interface ConsumerBaseOptions<Tx> {
   /** The consumer's identity: versioned, e.g. `billing_v2`. */
   name: string;
   /** Any event store: embedded, PostgreSQL, remote. Uses `subscribe`, `readStream` (gap recovery) and `headPosition`. */
   source: EventStore;
-  /** Which events the consumer wants; part of its identity. @default {} (everything) */
-  filter?: EventFilter;
   /** Where output, ledger, entity versions and checkpoint commit together. */
   target: ConsumerTarget<Tx>;
   /** How duplicates are recognised; an array combines guards. @default 'event-id' */
   guard?: Guard | Guard[];
-  /** Handles one event. Give either `handle` or `handleBatch`. */
-  handle?: Handler<Tx>;
-  /** Handles the new events of a batch in one call. Give either `handle` or `handleBatch`. */
-  handleBatch?: BatchHandler<Tx>;
   onError?: ErrorPolicy;
   /** Version gaps (entity-version guard): read the missing versions and apply them, or fail. @default 'recover' */
   gaps?: 'recover' | 'fail';
@@ -172,6 +197,22 @@ export interface ConsumerOptions<Tx> {
   effects?: ConsumerEffectsOptions<Tx>;
 }
 
+/**
+ * Which events the consumer wants; part of its identity. @default {} (everything). With an event map,
+ * `types` is required and names only the map's types, so that handlers get only events of the map.
+ */
+export type FilterOption<M extends EventMap> = string extends keyof M
+  ? { filter?: EventFilter }
+  : { filter: EventFilterOf<M> };
+
+/**
+ * Everything `createConsumer` takes: `Tx` is the target's transaction (`ctx.tx`), `M` an optional
+ * event map that types `filter.types` and the events handlers get.
+ */
+export type ConsumerOptions<Tx, M extends EventMap = AnyEvents> = ConsumerBaseOptions<Tx> &
+  FilterOption<M> &
+  HandlerOption<Tx, M>;
+
 export const CONSUMER_OPTION_KEYS = {
   name: true,
   source: true,
@@ -190,10 +231,12 @@ export const CONSUMER_OPTION_KEYS = {
   metrics: true,
   reconnect: true,
   effects: true,
-} as const satisfies KnownKeys<ConsumerOptions<unknown>>;
+} as const satisfies KnownKeys<
+  ConsumerBaseOptions<unknown> & { filter?: unknown; handle?: unknown; handleBatch?: unknown }
+>;
 
 const RECONNECT_OPTION_KEYS = { initialDelayMs: true, maxDelayMs: true } as const satisfies KnownKeys<
-  NonNullable<ConsumerOptions<unknown>['reconnect']>
+  NonNullable<ConsumerBaseOptions<unknown>['reconnect']>
 >;
 
 export interface ResolvedOptions<Tx> {
@@ -250,7 +293,7 @@ function resolveBatch(batch: BatchOptions | undefined): Required<BatchOptions> {
 }
 
 /** Checks the options and fills in defaults; bad input throws `InvalidInputError` naming the field. */
-export function resolveOptions<Tx>(options: ConsumerOptions<Tx>): ResolvedOptions<Tx> {
+export function resolveOptions<Tx, M extends EventMap>(options: ConsumerOptions<Tx, M>): ResolvedOptions<Tx> {
   if (options === null || typeof options !== 'object')
     throw new InvalidInputError('options', 'must be an object');
   checkKnownKeys(options, CONSUMER_OPTION_KEYS, '');
@@ -266,6 +309,7 @@ export function resolveOptions<Tx>(options: ConsumerOptions<Tx>): ResolvedOption
   if (!target || typeof target.transaction !== 'function') {
     throw new InvalidInputError('target', 'must be a consumer target (sqliteTarget or postgresTarget)');
   }
+  // The compiler allows one of them; JavaScript callers may still give both, or neither.
   const handle = options.handle as unknown;
   const handleBatch = options.handleBatch as unknown;
   if (handle !== undefined && handleBatch !== undefined) {
@@ -306,11 +350,12 @@ export function resolveOptions<Tx>(options: ConsumerOptions<Tx>): ResolvedOption
   return {
     name,
     source,
-    filter: normalizeFilter(options.filter, 'filter'),
+    filter: normalizeFilter(options.filter as EventFilter | undefined, 'filter'),
     target,
     guards: normalizeGuards(options.guard, 'guard'),
-    handle: options.handleBatch === undefined ? (options.handle ?? null) : null,
-    handleBatch: options.handleBatch ?? null,
+    // The filter lets through only the map's types, so the handlers get the events they were typed for.
+    handle: handleBatch === undefined ? (handle as Handler<Tx>) : null,
+    handleBatch: (handleBatch as BatchHandler<Tx> | undefined) ?? null,
     onError: {
       attempts: intOption(e.attempts, 'onError.attempts', 1, 3),
       backoff,

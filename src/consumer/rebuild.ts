@@ -1,5 +1,11 @@
 import { createConsumer, type Consumer } from './consumer.js';
-import { CONSUMER_OPTION_KEYS, type ConsumerOptions } from './options.js';
+import {
+  CONSUMER_OPTION_KEYS,
+  type ConsumerBaseOptions,
+  type FilterOption,
+  type HandlerOption,
+  type AnyEvents,
+} from './options.js';
 import { checkKnownKeys, type KnownKeys } from '../core/knownKeys.js';
 import { InvalidInputError } from '../core/errors.js';
 import { validateConsumerName } from '../core/validation.js';
@@ -8,7 +14,13 @@ import { withOutbox } from '../effects/outbox.js';
 import { promoteConsumer } from '../effects/versions.js';
 import type { ActiveVersionRecord } from '../core/effectTypes.js';
 
-export interface RebuildOptions<Tx> extends Omit<ConsumerOptions<Tx>, 'name' | 'from'> {
+/** The consumer options of the new version (but its name and start), and the rebuild's own. */
+export type RebuildOptions<Tx> = Omit<ConsumerBaseOptions<Tx>, 'name' | 'from'> &
+  FilterOption<AnyEvents> &
+  HandlerOption<Tx> &
+  RebuildSettings;
+
+interface RebuildSettings {
   /** The version being replaced, which keeps serving meanwhile, e.g. `billing_v2`. */
   from: string;
   /** The new version, e.g. `billing_v3`: same base name, its own cursor, ledger and (via `ctx.tableSuffix`) tables. */

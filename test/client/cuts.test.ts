@@ -4,7 +4,12 @@ import assert from 'node:assert/strict';
 import { createServer as createTcpServer, connect as tcpConnect, type Server, type Socket } from 'node:net';
 import { describe, it } from 'node:test';
 import Database from 'better-sqlite3';
-import { BILLING_FILTER, SQLITE_SCHEMA, sqliteBilling } from '../../examples/billing/billing.js';
+import {
+  BILLING_FILTER,
+  SQLITE_SCHEMA,
+  sqliteBilling,
+  type BillingEvents,
+} from '../../examples/billing/billing.js';
 import { connect } from '../../src/client/connect.js';
 import { createConsumer } from '../../src/consumer/consumer.js';
 import type { NewEvent } from '../../src/core/event.js';
@@ -89,7 +94,7 @@ describe('remote consumer through connection cuts', () => {
       const count = db.prepare(
         'INSERT INTO applied (event_id, n) VALUES (?, 1) ON CONFLICT (event_id) DO UPDATE SET n = n + 1',
       );
-      const c = createConsumer({
+      const c = createConsumer<Database.Database, BillingEvents>({
         name: 'billing_v2',
         source: remote,
         filter: BILLING_FILTER,

@@ -283,6 +283,7 @@ export function describeBatchHandler<Tx>(label: string, make: MakeTargetFixture<
       withHarness(make, (h) => {
         const base = { name: h.name, source: h.store, target: h.fx.target };
         assert.throws(
+          // @ts-expect-error The compiler refuses both; the runtime check is for JavaScript callers.
           () => createConsumer({ ...base, handle: () => undefined, handleBatch: () => undefined }),
           {
             code: 'invalid_input',
@@ -293,6 +294,7 @@ export function describeBatchHandler<Tx>(label: string, make: MakeTargetFixture<
           code: 'invalid_input',
           field: 'handleBatch',
         });
+        // @ts-expect-error The compiler refuses neither, as the runtime does.
         assert.throws(() => createConsumer({ ...base }), { code: 'invalid_input', field: 'handle' });
         return Promise.resolve();
       }));

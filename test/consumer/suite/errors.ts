@@ -35,6 +35,53 @@ export function describeErrorsAndGaps<Tx>(label: string, make: MakeTargetFixture
         assert.equal(c.status().state, 'running');
       }));
 
+    it("waits for a retry's backoff outside the target transaction: a consumer sharing the target commits between the attempts", () =>
+      withHarness(make, async (h) => {
+        const s = randomStream('invoice');
+        const poisoned = randomStream('invoice');
+        const other = randomStream('other');
+        // B handles `other` events; A's handler appends one each time it tries the poison event.
+        const b = h.consumer({ name: `${h.name}_b`, filter: { categories: ['other'] } });
+        await b.start();
+        await b.whenCaughtUp();
+        await h.store.append(s, [{ type: 'amount.added', data: { amount: 1 } }]);
+        const poison = await h.store.append(poisoned, [{ type: 'amount.added', data: { amount: 2 } }]);
+        await h.store.append(s, [{ type: 'amount.added', data: { amount: 4 } }]);
+        /** Per attempt at the poison event: how many of B's events were committed when it began. */
+        const seen: { attempt: number; committedByB: number }[] = [];
+        const a = h.consumer({
+          filter: { categories: ['invoice'] },
+          onError: { attempts: 5, initialDelayMs: 50, maxDelayMs: 50, then: 'dead-letter' },
+          handle: async (e, ctx) => {
+            if (e.position !== poison.firstPosition) return h.addAmount(e, ctx);
+            seen.push({ attempt: ctx.attempt, committedByB: (await h.totals()).get(other) ?? 0 });
+            await h.store.append(other, [{ type: 'amount.added', data: { amount: 1 } }]);
+            throw new Error('poison');
+          },
+        });
+        await a.start();
+        await a.whenCaughtUp();
+        assert.deepEqual(
+          seen.map((x) => x.attempt),
+          [1, 2, 3, 4, 5],
+        );
+        // On SQLite the consumers' transactions take turns on the target's connection: B can commit only
+        // while A has none open, so B's progress between A's second and last attempt shows that A waited
+        // for its backoffs without a transaction.
+        assert.ok(
+          seen[4]!.committedByB > seen[1]!.committedByB,
+          `B committed between A's attempts: ${JSON.stringify(seen)}`,
+        );
+        assert.deepEqual(
+          (await h.store.deadLetters.list(h.name)).map((l) => [l.event.id, l.attempts]),
+          [[poison.ids[0], 5]],
+        );
+        await b.whenCaughtUp();
+        const totals = await h.totals();
+        assert.equal(totals.get(s), 5);
+        assert.equal(totals.get(other), 5);
+      }));
+
     it('a statement that fails in the database rolls back that event alone (savepoint), and its neighbours commit', () =>
       withHarness(make, async (h) => {
         const bad = randomStream('invoice');

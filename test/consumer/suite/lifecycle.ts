@@ -87,6 +87,24 @@ export function describeLifecycleAndMetrics<Tx>(label: string, make: MakeTargetF
         assert.ok((await h.totals()).get(s)! > more.get(s)!);
       }));
 
+    it('start() during a stop starts again once the stop is done', () =>
+      withHarness(make, async (h) => {
+        const s = randomStream('invoice');
+        await h.appendAmounts([s], 2);
+        const c = h.consumer();
+        await c.start();
+        await c.whenCaughtUp();
+        const stopped = c.stop();
+        const started = c.start();
+        assert.equal(c.status().phase, 'stopping');
+        await stopped;
+        await started;
+        assert.equal(c.status().state, 'running');
+        await h.appendAmounts([s], 1);
+        await c.whenCaughtUp();
+        assert.equal(c.status().position, 3);
+      }));
+
     it('reconnects with backoff when the source fails, and loses or doubles nothing', () =>
       withHarness(make, async (h) => {
         const streams = [randomStream('invoice'), randomStream('invoice')];

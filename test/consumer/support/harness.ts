@@ -1,5 +1,5 @@
 import { createConsumer, type Consumer } from '../../../src/consumer/consumer.js';
-import type { ConsumerOptions, Handler } from '../../../src/consumer/options.js';
+import type { ConsumerOptions, Handler, HandlerOption } from '../../../src/consumer/options.js';
 import type { JsonObject } from '../../../src/core/json.js';
 import { createMemoryStore, type MemoryEventStore } from '../../../src/memory/memoryStore.js';
 import { randomConsumer, randomSuffix } from '../../support/names.js';
@@ -43,14 +43,16 @@ export async function withHarness<Tx>(
       table,
       name,
       consumer: (options = {}) => {
+        const { handle, handleBatch, ...rest } = options;
+        // A test giving `handleBatch` gets no default `handle`.
+        const handler: HandlerOption<Tx> = handleBatch ? { handleBatch } : { handle: handle ?? h.addAmount };
         const c = createConsumer<Tx>({
           name,
           source: store,
           target: fx.target,
-          // A test giving `handleBatch` gets no default `handle`.
-          ...(options.handleBatch ? {} : { handle: h.addAmount }),
           reconnect: { initialDelayMs: 5, maxDelayMs: 20 },
-          ...options,
+          ...rest,
+          ...handler,
           onError: { initialDelayMs: 1, maxDelayMs: 5, ...options.onError },
         });
         consumers.push(c);
