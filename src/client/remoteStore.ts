@@ -4,6 +4,7 @@ import type { AppendResult, NewEvent, RecordedEvent } from '../core/event.js';
 import type { AppendOptions, EventStore, ReadAllOptions, ReadStreamOptions } from '../core/eventStore.js';
 import { parseExpectedVersion } from '../core/expectedVersion.js';
 import { normalizeFilter } from '../core/filter.js';
+import { parseHistoryBound } from '../core/history.js';
 import type {
   ConsumerAdmin,
   ConsumerInfo,
@@ -68,12 +69,14 @@ export class RemoteEventStore implements EventStore {
     validateStreamName(stream);
     let from = options.fromVersion === undefined ? 1 : validatePosition(options.fromVersion, 'fromVersion');
     let remaining = validateLimit(options.limit) ?? Number.POSITIVE_INFINITY;
+    // The server applies the bound; it is checked here first so that bad input fails without a request.
+    const bound = parseHistoryBound(options);
     while (remaining > 0) {
       this.assertOpen();
       const page = await this.http.request<{ events: RecordedEvent[]; next: number | null }>(
         'GET',
         `/v1/streams/${encodeURIComponent(stream)}/events`,
-        { query: { fromVersion: from, limit: Math.min(PAGE, remaining) }, retry: true },
+        { query: { fromVersion: from, limit: Math.min(PAGE, remaining), ...bound }, retry: true },
       );
       for (const e of page.events) yield e;
       remaining -= page.events.length;

@@ -1,6 +1,7 @@
 import type { AppendResult, NewEvent, RecordedEvent } from './event.js';
 import type { ExpectedVersion } from './expectedVersion.js';
 import type { EventFilter } from './filter.js';
+import type { HistoryBoundOptions } from './history.js';
 import type { ConsumerAdmin, DeadLetterAdmin, SubscribeOptions, Subscription } from './subscription.js';
 
 export interface AppendOptions {
@@ -8,7 +9,11 @@ export interface AppendOptions {
   expectedVersion?: ExpectedVersion;
 }
 
-export interface ReadStreamOptions {
+/**
+ * `toPosition` or `toTime` (one of them) reads the stream as it was then: its versions up to the last
+ * event at or below the position, or recorded at or before the time.
+ */
+export interface ReadStreamOptions extends HistoryBoundOptions {
   /** First version to read. @default 1 */
   fromVersion?: number;
   /** Most events to yield. @default unlimited */

@@ -5,6 +5,7 @@ export * from './expectedVersion.js';
 export * from './filter.js';
 export * from './limits.js';
 export * from './eventStore.js';
+export { parseHistoryTime, type HistoryBound, type HistoryBoundOptions } from './history.js';
 export * from './subscription.js';
 export { isUuid, uuidv7 } from './uuid.js';
 export { validateStreamName, validateConsumerName } from './validation.js';

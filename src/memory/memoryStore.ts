@@ -10,6 +10,7 @@ import { parseExpectedVersion, satisfies } from '../core/expectedVersion.js';
 import { WrongExpectedVersionError } from '../core/errors.js';
 import { matchesFilter, normalizeFilter } from '../core/filter.js';
 import { resolveIdempotentAppend, type ExistingEvent } from '../core/idempotency.js';
+import { isPastBound, parseHistoryBound } from '../core/history.js';
 import { DEFAULT_LIMITS, type StoreLimits } from '../core/limits.js';
 import type { ConsumerAdmin, DeadLetterAdmin, SubscribeOptions, Subscription } from '../core/subscription.js';
 import { prepareAppend, validateLimit, validatePosition, validateStreamName } from '../core/validation.js';
@@ -106,13 +107,16 @@ export class MemoryEventStore implements EventStore {
     validateStreamName(stream);
     const from = options.fromVersion === undefined ? 1 : validatePosition(options.fromVersion, 'fromVersion');
     const limit = validateLimit(options.limit);
+    const bound = parseHistoryBound(options);
     const history = this.streams.get(stream) ?? [];
     let yielded = 0;
     for (let i = Math.max(0, from - 1); i < history.length; i++) {
       if (limit !== undefined && yielded >= limit) return;
       this.assertOpen();
+      const e = history[i]!.event;
+      if (bound !== null && isPastBound(bound, e)) return;
       yielded++;
-      yield structuredClone(history[i]!.event);
+      yield structuredClone(e);
     }
   }
 

@@ -3,6 +3,7 @@ import type { AppendOptions, EventStore, ReadAllOptions, ReadStreamOptions } fro
 import type { AppendResult, NewEvent, RecordedEvent } from '../core/event.js';
 import { ClosedError, InvalidInputError } from '../core/errors.js';
 import { filterKey, normalizeFilter, type EventFilter } from '../core/filter.js';
+import { isPastBound, parseHistoryBound } from '../core/history.js';
 import { DEFAULT_LIMITS, type StoreLimits } from '../core/limits.js';
 import type { ConsumerAdmin, DeadLetterAdmin, SubscribeOptions, Subscription } from '../core/subscription.js';
 import { validateLimit, validatePosition, validateStreamName } from '../core/validation.js';
@@ -119,6 +120,7 @@ export class PostgresEventStore implements EventStore {
     validateStreamName(stream);
     let from = options.fromVersion === undefined ? 1 : validatePosition(options.fromVersion, 'fromVersion');
     let remaining = validateLimit(options.limit) ?? Infinity;
+    const bound = parseHistoryBound(options);
     while (remaining > 0) {
       this.assertOpen();
       const size = Math.min(this.pageSize, remaining);
@@ -126,7 +128,10 @@ export class PostgresEventStore implements EventStore {
         `SELECT ${EVENT_TUPLE_COLUMNS} FROM ${this.s}.events WHERE stream = $1 AND version >= $2 ORDER BY version LIMIT $3`,
         [stream, from, size],
       );
-      for (const e of events) yield e;
+      for (const e of events) {
+        if (bound !== null && isPastBound(bound, e)) return;
+        yield e;
+      }
       if (events.length < size) return;
       remaining -= events.length;
       from = events[events.length - 1]!.version + 1;

@@ -5,6 +5,7 @@ import type { AppendResult, NewEvent, RecordedEvent } from '../core/event.js';
 import { ClosedError, InvalidInputError } from '../core/errors.js';
 import { parseExpectedVersion } from '../core/expectedVersion.js';
 import { filterKey, normalizeFilter, type EventFilter } from '../core/filter.js';
+import { isPastBound, parseHistoryBound } from '../core/history.js';
 import { DEFAULT_LIMITS, type StoreLimits } from '../core/limits.js';
 import type { ConsumerAdmin, DeadLetterAdmin, SubscribeOptions, Subscription } from '../core/subscription.js';
 import { prepareAppend, validateLimit, validatePosition, validateStreamName } from '../core/validation.js';
@@ -101,6 +102,7 @@ export class SqliteEventStore implements EventStore {
     validateStreamName(stream);
     let from = options.fromVersion === undefined ? 1 : validatePosition(options.fromVersion, 'fromVersion');
     let remaining = validateLimit(options.limit) ?? Infinity;
+    const bound = parseHistoryBound(options);
     this.assertOpen();
     const stmt = (this.streamPageStmt ??= this.db
       .prepare(
@@ -111,7 +113,10 @@ export class SqliteEventStore implements EventStore {
       this.assertOpen();
       const size = Math.min(this.pageSize, remaining);
       const events = tuplesToRecordedEvents(stmt.all(stream, from, size) as EventTuple[]);
-      for (const e of events) yield e;
+      for (const e of events) {
+        if (bound !== null && isPastBound(bound, e)) return;
+        yield e;
+      }
       if (events.length < size) return;
       remaining -= events.length;
       from = events[events.length - 1]!.version + 1;

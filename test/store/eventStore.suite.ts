@@ -13,6 +13,7 @@
  */
 import { describe } from 'node:test';
 import { appendTests } from './suite/append.js';
+import { commandTests } from './suite/commands.js';
 import type { MakeStore } from './suite/context.js';
 import { expectedVersionTests } from './suite/expectedVersion.js';
 import { idempotencyTests } from './suite/idempotency.js';
@@ -40,5 +41,6 @@ export function describeEventStore(
     readTests(makeStore);
     largeReadTests(makeStore, options);
     validationTests(makeStore);
+    commandTests(makeStore);
   });
 }
