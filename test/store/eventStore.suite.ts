@@ -16,6 +16,7 @@ import { appendTests } from './suite/append.js';
 import { commandTests } from './suite/commands.js';
 import type { MakeStore } from './suite/context.js';
 import { expectedVersionTests } from './suite/expectedVersion.js';
+import { historyTests } from './suite/history.js';
 import { idempotencyTests } from './suite/idempotency.js';
 import { largeReadTests, type LargeReadOptions } from './suite/largeReads.js';
 import { readTests } from './suite/reads.js';
@@ -42,5 +43,6 @@ export function describeEventStore(
     largeReadTests(makeStore, options);
     validationTests(makeStore);
     commandTests(makeStore);
+    historyTests(makeStore);
   });
 }
