@@ -1,4 +1,5 @@
 /** `connect(url, { token })`: an `EventStore` that talks to an idem server. */
+import type { Upcasters } from '../core/upcasters.js';
 import { RemoteEventStore } from './remoteStore.js';
 
 export interface ConnectOptions {
@@ -8,6 +9,8 @@ export interface ConnectOptions {
   attempts?: number;
   /** Per-request timeout in milliseconds. @default 30000 */
   timeoutMs?: number;
+  /** Applied by this client to every event it reads (streams, `readAll`, subscriptions); see `Upcasters`. */
+  upcasters?: Upcasters;
 }
 
 /**
@@ -19,5 +22,5 @@ export function connect(url: string, options: ConnectOptions = {}): RemoteEventS
   if (options.token !== undefined) http.token = options.token;
   if (options.attempts !== undefined) http.attempts = options.attempts;
   if (options.timeoutMs !== undefined) http.timeoutMs = options.timeoutMs;
-  return new RemoteEventStore(url, http);
+  return new RemoteEventStore(url, http, options.upcasters);
 }

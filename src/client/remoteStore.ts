@@ -21,6 +21,7 @@ import {
   validatePosition,
   validateStreamName,
 } from '../core/validation.js';
+import { compileUpcasters, type UpcastEvents, type Upcasters } from '../core/upcasters.js';
 import { HttpApi, type HttpApiOptions } from './httpApi.js';
 import { openRemoteSubscription, type RemoteSubscription } from './remoteSubscription.js';
 
@@ -35,16 +36,19 @@ export class RemoteEventStore implements EventStore {
   private readonly wsUrl: string;
   private readonly subscriptions = new Set<RemoteSubscription>();
   private closed = false;
+  /** Set only when upcasters are given, so that a read without them does nothing more per event. */
+  private readonly upcast: UpcastEvents | null;
   readonly consumers: ConsumerAdmin;
   readonly deadLetters: DeadLetterAdmin;
 
-  constructor(url: string, options: HttpApiOptions = {}) {
+  constructor(url: string, options: HttpApiOptions = {}, upcasters?: Upcasters) {
     const base = new URL(url);
     if (base.protocol !== 'http:' && base.protocol !== 'https:') {
       throw new TypeError(`idem server URL must be http: or https: (got ${base.protocol})`);
     }
     this.url = base.href.replace(/\/+$/, '');
     this.http = new HttpApi(this.url, options);
+    this.upcast = compileUpcasters(upcasters);
     this.wsUrl = `${this.url.replace(/^http/, 'ws')}/v1/subscribe`;
     this.consumers = this.consumerAdmin();
     this.deadLetters = this.deadLetterAdmin();
@@ -78,7 +82,7 @@ export class RemoteEventStore implements EventStore {
         `/v1/streams/${encodeURIComponent(stream)}/events`,
         { query: { fromVersion: from, limit: Math.min(PAGE, remaining), ...bound }, retry: true },
       );
-      for (const e of page.events) yield e;
+      for (const e of this.upcast === null ? page.events : this.upcast(page.events)) yield e;
       remaining -= page.events.length;
       if (page.next === null || page.events.length === 0) return;
       from = page.next;
@@ -100,7 +104,7 @@ export class RemoteEventStore implements EventStore {
           retry: true,
         },
       );
-      for (const e of page.events) yield e;
+      for (const e of this.upcast === null ? page.events : this.upcast(page.events)) yield e;
       remaining -= page.events.length;
       if (page.next === null || page.events.length === 0) return;
       after = page.next;
@@ -134,7 +138,12 @@ export class RemoteEventStore implements EventStore {
   async subscribe(consumer: string, options: SubscribeOptions = {}): Promise<Subscription> {
     this.assertOpen();
     const sub = await openRemoteSubscription(
-      { wsUrl: this.wsUrl, headers: this.http.authHeaders, onEnd: (s) => this.subscriptions.delete(s) },
+      {
+        wsUrl: this.wsUrl,
+        headers: this.http.authHeaders,
+        onEnd: (s) => this.subscriptions.delete(s),
+        upcast: this.upcast,
+      },
       consumer,
       options,
     );

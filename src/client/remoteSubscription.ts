@@ -14,6 +14,7 @@ import type {
   SubscriptionMessage,
 } from '../core/subscription.js';
 import { validateConsumerName, validatePosition } from '../core/validation.js';
+import type { UpcastEvents } from '../core/upcasters.js';
 import type { ClientMessage, ServerMessage, SubscribeRequest } from '../server/protocol.js';
 import { errorFromWire } from './errorFromWire.js';
 
@@ -26,6 +27,8 @@ export interface RemoteSubscribeContext {
   headers: Record<string, string>;
   /** Called when the subscription ends, so the store can forget it. */
   onEnd: (sub: RemoteSubscription) => void;
+  /** The client's upcasters, applied to delivered events. */
+  upcast?: UpcastEvents | null;
 }
 
 /** Opens a WebSocket, subscribes, and resolves once the server reports ownership (or rejects with its error). */
@@ -270,6 +273,14 @@ export class RemoteSubscription implements Subscription {
     switch (msg.type) {
       case 'events':
         for (const e of msg.events) if (e.position > this.lastDelivered) this.lastDelivered = e.position;
+        try {
+          this.ctx.upcast?.(msg.events);
+        } catch (err) {
+          // A failing upcaster ends iteration with its error, as a failing read of a store does.
+          this.finish(err instanceof Error ? err : new Error(String(err)));
+          this.socket.close(1000);
+          return;
+        }
         this.push({ kind: 'events', events: msg.events, redelivery: msg.redelivery });
         return;
       case 'caught_up':

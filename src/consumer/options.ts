@@ -5,8 +5,10 @@ import type { RecordedEvent } from '../core/event.js';
 import type { EventStore } from '../core/eventStore.js';
 import { normalizeFilter, type EventFilter } from '../core/filter.js';
 import type { StartFrom } from '../core/subscription.js';
+import { compileUpcasters, type Upcasters } from '../core/upcasters.js';
 import { validateConsumerName } from '../core/validation.js';
 import { normalizeGuards, type Guard, type GuardSet } from './guards.js';
+import { upcastingSource } from './upcastingSource.js';
 import {
   resolveConsumerEffects,
   type ConsumerEffects,
@@ -148,6 +150,11 @@ export interface ConsumerOptions<Tx> {
   reconnect?: { initialDelayMs?: number; maxDelayMs?: number };
   /** Effect outbox settings: handlers for a dispatcher started with the consumer, replay policy, scope. */
   effects?: ConsumerEffectsOptions<Tx>;
+  /**
+   * Applied to the events this consumer receives (and reads to fill gaps), before the guards, on top of
+   * any the source applies; see `Upcasters`. Lets a new consumer version read old event shapes.
+   */
+  upcasters?: Upcasters;
 }
 
 export interface ResolvedOptions<Tx> {
@@ -203,10 +210,12 @@ export function resolveOptions<Tx>(options: ConsumerOptions<Tx>): ResolvedOption
   if (options === null || typeof options !== 'object')
     throw new InvalidInputError('options', 'must be an object');
   const name = validateConsumerName(options.name, 'name');
-  const source = options.source as EventStore | undefined;
-  if (!source || typeof source.subscribe !== 'function') {
+  const given = options.source as EventStore | undefined;
+  if (!given || typeof given.subscribe !== 'function') {
     throw new InvalidInputError('source', 'must be an event store (with subscribe)');
   }
+  const upcast = compileUpcasters(options.upcasters);
+  const source = upcast === null ? given : upcastingSource(given, upcast);
   const target = options.target as ConsumerTarget<Tx> | undefined;
   if (!target || typeof target.transaction !== 'function') {
     throw new InvalidInputError('target', 'must be a consumer target (sqliteTarget or postgresTarget)');

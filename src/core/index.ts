@@ -7,5 +7,6 @@ export * from './limits.js';
 export * from './eventStore.js';
 export { parseHistoryTime, type HistoryBound, type HistoryBoundOptions } from './history.js';
 export * from './subscription.js';
+export { MAX_SCHEMA_VERSION, schemaVersionOf, type Upcaster, type Upcasters } from './upcasters.js';
 export { isUuid, uuidv7 } from './uuid.js';
 export { validateStreamName, validateConsumerName } from './validation.js';

@@ -12,6 +12,7 @@ import { matchesFilter, normalizeFilter } from '../core/filter.js';
 import { resolveIdempotentAppend, type ExistingEvent } from '../core/idempotency.js';
 import { isPastBound, parseHistoryBound } from '../core/history.js';
 import { DEFAULT_LIMITS, type StoreLimits } from '../core/limits.js';
+import { compileUpcasters, type UpcastEvents, type Upcasters } from '../core/upcasters.js';
 import type { ConsumerAdmin, DeadLetterAdmin, SubscribeOptions, Subscription } from '../core/subscription.js';
 import { prepareAppend, validateLimit, validatePosition, validateStreamName } from '../core/validation.js';
 import { AppendListeners } from '../core/appendListeners.js';
@@ -21,6 +22,8 @@ import { MemorySubscriptionState } from './subscriptionState.js';
 export interface MemoryStoreOptions {
   /** Input limits; unset fields keep their defaults. */
   limits?: Partial<StoreLimits>;
+  /** Applied to every event read (streams, `readAll`, subscriptions); see `Upcasters`. */
+  upcasters?: Upcasters;
 }
 
 interface Stored {
@@ -40,6 +43,8 @@ export class MemoryEventStore implements EventStore {
   private readonly streams = new Map<string, Stored[]>();
   private readonly listeners = new AppendListeners();
   private closed = false;
+  /** Set only when upcasters are given, so that a read without them does nothing more per event. */
+  readonly upcast: UpcastEvents | null;
 
   private readonly subscriptions = new SubscriptionService(this, new MemorySubscriptionState());
   readonly consumers: ConsumerAdmin = this.subscriptions.consumers;
@@ -47,6 +52,7 @@ export class MemoryEventStore implements EventStore {
 
   constructor(options: MemoryStoreOptions = {}) {
     this.limits = { ...DEFAULT_LIMITS, ...options.limits };
+    this.upcast = compileUpcasters(options.upcasters);
   }
 
   async append(stream: string, events: NewEvent[], options: AppendOptions = {}): Promise<AppendResult> {
@@ -116,7 +122,7 @@ export class MemoryEventStore implements EventStore {
       const e = history[i]!.event;
       if (bound !== null && isPastBound(bound, e)) return;
       yielded++;
-      yield structuredClone(e);
+      yield this.copy(e);
     }
   }
 
@@ -131,8 +137,14 @@ export class MemoryEventStore implements EventStore {
       const e = this.log[i]!.event;
       if (!matchesFilter(filter, e)) continue;
       yielded++;
-      yield structuredClone(e);
+      yield this.copy(e);
     }
+  }
+
+  /** A stored event as a reader gets it: a copy the reader may change, upcast when upcasters are set. */
+  private copy(e: RecordedEvent): RecordedEvent {
+    const out = structuredClone(e);
+    return this.upcast === null ? out : this.upcast([out])[0]!;
   }
 
   headPosition(): Promise<number> {

@@ -5,6 +5,7 @@ import { ClosedError, InvalidInputError } from '../core/errors.js';
 import { filterKey, normalizeFilter, type EventFilter } from '../core/filter.js';
 import { isPastBound, parseHistoryBound } from '../core/history.js';
 import { DEFAULT_LIMITS, type StoreLimits } from '../core/limits.js';
+import { compileUpcasters, type UpcastEvents, type Upcasters } from '../core/upcasters.js';
 import type { ConsumerAdmin, DeadLetterAdmin, SubscribeOptions, Subscription } from '../core/subscription.js';
 import { validateLimit, validatePosition, validateStreamName } from '../core/validation.js';
 import { AppendBatcher } from './appendBatcher.js';
@@ -37,6 +38,8 @@ export interface PostgresStoreOptions {
   retry?: RetryOptions;
   /** How often the head is polled while the LISTEN connection is down. @default 250 */
   pollIntervalMs?: number;
+  /** Applied to every event read (streams, `readAll`, subscriptions); see `Upcasters`. */
+  upcasters?: Upcasters;
 }
 
 /**
@@ -60,6 +63,8 @@ export class PostgresEventStore implements EventStore {
   /** Page queries of `readAll` and the subscriptions, by filter. */
   private readonly pageQueries = new Map<string, { text: string; params: string[][] }>();
   private closed = false;
+  /** Set only when upcasters are given, so that a read without them does nothing more per event. */
+  readonly upcast: UpcastEvents | null;
   private faults = 0;
 
   private readonly subscriptions: SubscriptionService;
@@ -78,8 +83,10 @@ export class PostgresEventStore implements EventStore {
       retry: RetryOptions;
       pageSize: number;
       pollIntervalMs?: number;
+      upcast?: UpcastEvents | null;
     },
   ) {
+    this.upcast = options.upcast ?? null;
     this.schema = options.schema;
     this.s = quoteSchema(options.schema);
     this.limits = options.limits;
@@ -180,7 +187,8 @@ export class PostgresEventStore implements EventStore {
       this.retry,
       this.countFault,
     );
-    return tuplesToRecordedEvents(r.rows);
+    const events = tuplesToRecordedEvents(r.rows);
+    return this.upcast === null ? events : this.upcast(events);
   }
 
   async headPosition(): Promise<number> {
@@ -270,6 +278,7 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
     throw new InvalidInputError('connectionString', 'must be a non-empty string');
   }
   const schema = validateSchemaName(options.schema ?? DEFAULT_SCHEMA);
+  const upcast = compileUpcasters(options.upcasters);
   const poolSize = options.poolSize ?? 10;
   if (!Number.isSafeInteger(poolSize) || poolSize < 1)
     throw new InvalidInputError('poolSize', 'must be an integer >= 1');
@@ -285,6 +294,7 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
     limits: { ...DEFAULT_LIMITS, ...options.limits },
     retry: options.retry ?? {},
     pageSize,
+    upcast,
     ...(options.pollIntervalMs === undefined ? {} : { pollIntervalMs: options.pollIntervalMs }),
   });
   try {

@@ -7,6 +7,7 @@ import { parseExpectedVersion } from '../core/expectedVersion.js';
 import { filterKey, normalizeFilter, type EventFilter } from '../core/filter.js';
 import { isPastBound, parseHistoryBound } from '../core/history.js';
 import { DEFAULT_LIMITS, type StoreLimits } from '../core/limits.js';
+import { compileUpcasters, type UpcastEvents, type Upcasters } from '../core/upcasters.js';
 import type { ConsumerAdmin, DeadLetterAdmin, SubscribeOptions, Subscription } from '../core/subscription.js';
 import { prepareAppend, validateLimit, validatePosition, validateStreamName } from '../core/validation.js';
 import { SubscriptionService } from '../subscriptions/subscriptionService.js';
@@ -34,6 +35,8 @@ export interface SqliteStoreOptions {
   busyTimeoutMs?: number;
   /** Events fetched per page by `readAll`/`readStream`. @default 500 */
   readPageSize?: number;
+  /** Applied to every event read (streams, `readAll`, subscriptions); see `Upcasters`. */
+  upcasters?: Upcasters;
 }
 
 /**
@@ -54,6 +57,8 @@ export class SqliteEventStore implements EventStore {
   private readonly pageQueries = new Map<string, { stmt: Database.Statement; params: (string | number)[] }>();
   private streamPageStmt: Database.Statement | undefined;
   private closed = false;
+  /** Set only when upcasters are given, so that a read without them does nothing more per event. */
+  readonly upcast: UpcastEvents | null;
 
   private readonly subscriptions: SubscriptionService;
   readonly consumers: ConsumerAdmin;
@@ -71,6 +76,7 @@ export class SqliteEventStore implements EventStore {
     this.durability = durability;
     this.limits = { ...DEFAULT_LIMITS, ...options.limits };
     this.pageSize = validateLimit(options.readPageSize, 'readPageSize') ?? 500;
+    this.upcast = compileUpcasters(options.upcasters);
     const busyTimeoutMs = options.busyTimeoutMs ?? 10_000;
     this.db = openDatabase(options.path, { durability, busyTimeoutMs });
     try {
@@ -112,7 +118,7 @@ export class SqliteEventStore implements EventStore {
     while (remaining > 0) {
       this.assertOpen();
       const size = Math.min(this.pageSize, remaining);
-      const events = tuplesToRecordedEvents(stmt.all(stream, from, size) as EventTuple[]);
+      const events = this.toEvents(stmt.all(stream, from, size) as EventTuple[]);
       for (const e of events) {
         if (bound !== null && isPastBound(bound, e)) return;
         yield e;
@@ -166,7 +172,12 @@ export class SqliteEventStore implements EventStore {
       q = { stmt, params: sql.params };
       this.pageQueries.set(key, q);
     }
-    return tuplesToRecordedEvents(q.stmt.all(after, ...q.params, limit) as EventTuple[]);
+    return this.toEvents(q.stmt.all(after, ...q.params, limit) as EventTuple[]);
+  }
+
+  private toEvents(rows: EventTuple[]): RecordedEvent[] {
+    const events = tuplesToRecordedEvents(rows);
+    return this.upcast === null ? events : this.upcast(events);
   }
 
   async headPosition(): Promise<number> {

@@ -17,6 +17,7 @@ import { commandTests } from './suite/commands.js';
 import type { MakeStore } from './suite/context.js';
 import { expectedVersionTests } from './suite/expectedVersion.js';
 import { historyTests } from './suite/history.js';
+import { upcastingTests } from './suite/upcasting.js';
 import { idempotencyTests } from './suite/idempotency.js';
 import { largeReadTests, type LargeReadOptions } from './suite/largeReads.js';
 import { readTests } from './suite/reads.js';
@@ -44,5 +45,6 @@ export function describeEventStore(
     validationTests(makeStore);
     commandTests(makeStore);
     historyTests(makeStore);
+    upcastingTests(makeStore);
   });
 }
