@@ -6,7 +6,10 @@ const pg = await pgTestContext();
 describeEventStore(
   'postgres',
   async ({ limits, upcasters } = {}) => {
-    const store = await pg.openSharedStore({ ...(limits ? { limits } : {}), ...(upcasters ? { upcasters } : {}) });
+    const store = await pg.openSharedStore({
+      ...(limits ? { limits } : {}),
+      ...(upcasters ? { upcasters } : {}),
+    });
     return { store, cleanup: () => store.close() };
   },
   { skip: pg.skip },
