@@ -3,5 +3,6 @@
 export * from './core/index.js';
 export { createMemoryStore, MemoryEventStore } from './memory/memoryStore.js';
 export type { MemoryStoreOptions } from './memory/memoryStore.js';
+export * from './commands/index.js';
 export * from './consumer/index.js';
 export * from './effects/index.js';

@@ -1,5 +1,6 @@
 import { InvalidInputError } from '../core/errors.js';
 import type { EventFilter } from '../core/filter.js';
+import { parseHistoryTime, type HistoryBoundOptions } from '../core/history.js';
 import type { JsonObject, JsonValue } from '../core/json.js';
 
 /** Parses a command-line integer; `field` names the flag in the error, e.g. `--limit`. */
@@ -55,4 +56,11 @@ export function parseFrom(value: string | undefined, field = '--from'): 'start' 
   const n = parseInteger(value, field, 0);
   if (n === undefined) throw new InvalidInputError(field, "must be 'start', 'end' or a position >= 0");
   return n;
+}
+
+/** `--as-of`: a global position (digits) or an ISO-8601 time, as the bound of a read. */
+export function parseAsOf(value: string | undefined, field = '--as-of'): HistoryBoundOptions {
+  if (value === undefined) return {};
+  if (/^\d+$/.test(value)) return { toPosition: parseInteger(value, field, 0)! };
+  return { toTime: parseHistoryTime(value, field) };
 }

@@ -1,5 +1,6 @@
 /** `connect(url, { token })`: an `EventStore` that talks to an idem server. */
 import { checkKnownKeys, type KnownKeys } from '../core/knownKeys.js';
+import type { Upcasters } from '../core/upcasters.js';
 import { RemoteEventStore } from './remoteStore.js';
 
 export interface ConnectOptions {
@@ -9,12 +10,15 @@ export interface ConnectOptions {
   attempts?: number;
   /** Per-request timeout in milliseconds. @default 30000 */
   timeoutMs?: number;
+  /** Applied by this client to every event it reads (streams, `readAll`, subscriptions); see `Upcasters`. */
+  upcasters?: Upcasters;
 }
 
 const CONNECT_OPTION_KEYS = {
   token: true,
   attempts: true,
   timeoutMs: true,
+  upcasters: true,
 } as const satisfies KnownKeys<ConnectOptions>;
 
 /**
@@ -27,5 +31,5 @@ export function connect(url: string, options: ConnectOptions = {}): RemoteEventS
   if (options.token !== undefined) http.token = options.token;
   if (options.attempts !== undefined) http.attempts = options.attempts;
   if (options.timeoutMs !== undefined) http.timeoutMs = options.timeoutMs;
-  return new RemoteEventStore(url, http);
+  return new RemoteEventStore(url, http, options.upcasters);
 }

@@ -12,6 +12,7 @@ import {
 import { checkKnownKeys } from '../core/knownKeys.js';
 import { appendExpectation } from '../core/expectedVersion.js';
 import { normalizeFilter } from '../core/filter.js';
+import { boundedPage, parseHistoryBound } from '../core/history.js';
 import type { MigrationStatus } from '../core/migrationStatus.js';
 import { readPages, type Page } from '../core/readPages.js';
 import {
@@ -33,6 +34,7 @@ import {
   validatePosition,
   validateStreamName,
 } from '../core/validation.js';
+import { compileUpcasters, type UpcastEvents, type Upcasters } from '../core/upcasters.js';
 import { HttpApi, type HttpApiOptions } from './httpApi.js';
 import { openRemoteSubscription, type RemoteSubscription } from './remoteSubscription.js';
 
@@ -47,16 +49,19 @@ export class RemoteEventStore implements EventStore {
   private readonly wsUrl: string;
   private readonly subscriptions = new Set<RemoteSubscription>();
   private closed = false;
+  /** Set only when upcasters are given, so that a read without them does nothing more per event. */
+  private readonly upcast: UpcastEvents | null;
   readonly consumers: ConsumerAdmin;
   readonly deadLetters: DeadLetterAdmin;
 
-  constructor(url: string, options: HttpApiOptions = {}) {
+  constructor(url: string, options: HttpApiOptions = {}, upcasters?: Upcasters) {
     const base = new URL(url);
     if (base.protocol !== 'http:' && base.protocol !== 'https:') {
       throw new TypeError(`idem server URL must be http: or https: (got ${base.protocol})`);
     }
     this.url = base.href.replace(/\/+$/, '');
     this.http = new HttpApi(this.url, options);
+    this.upcast = compileUpcasters(upcasters);
     this.wsUrl = `${this.url.replace(/^http/, 'ws')}/v1/subscribe`;
     this.consumers = this.consumerAdmin();
     this.deadLetters = this.deadLetterAdmin();
@@ -82,12 +87,15 @@ export class RemoteEventStore implements EventStore {
     validateStreamName(stream);
     const from = options.fromVersion === undefined ? 1 : validatePosition(options.fromVersion, 'fromVersion');
     const limit = validateLimit(options.limit);
-    yield* readPages(from, limit, PAGE, (version, size) => {
+    // The server applies the bound; it is checked here first so that bad input fails without a request.
+    const bound = parseHistoryBound(options);
+    yield* readPages(from, limit, PAGE, async (version, size) => {
       this.assertOpen();
-      return this.http.request<Page>('GET', `/v1/streams/${encodeURIComponent(stream)}/events`, {
-        query: { fromVersion: version, limit: size },
+      const page = await this.http.request<Page>('GET', `/v1/streams/${encodeURIComponent(stream)}/events`, {
+        query: { fromVersion: version, limit: size, ...bound },
         retry: true,
       });
+      return this.upcastPage(boundedPage(page, bound));
     });
   }
 
@@ -97,13 +105,19 @@ export class RemoteEventStore implements EventStore {
     const after = options.after === undefined ? 0 : validatePosition(options.after, 'after');
     const filter = normalizeFilter(options.filter);
     const limit = validateLimit(options.limit);
-    yield* readPages(after, limit, PAGE, (position, size) => {
+    yield* readPages(after, limit, PAGE, async (position, size) => {
       this.assertOpen();
-      return this.http.request<Page>('GET', '/v1/events', {
+      const page = await this.http.request<Page>('GET', '/v1/events', {
         query: { after: position, limit: size, ...filter },
         retry: true,
       });
+      return this.upcastPage(page);
     });
+  }
+
+  /** A page with this client's upcasters applied (the server's store applies its own first). */
+  private upcastPage(page: Page): Page {
+    return this.upcast === null ? page : { events: this.upcast([...page.events]), next: page.next };
   }
 
   /** The server's store's schema status, from `/health`. */
@@ -149,7 +163,12 @@ export class RemoteEventStore implements EventStore {
   async subscribe(consumer: string, options: SubscribeOptions = {}): Promise<Subscription> {
     this.assertOpen();
     const sub = await openRemoteSubscription(
-      { wsUrl: this.wsUrl, headers: this.http.authHeaders, onEnd: (s) => this.subscriptions.delete(s) },
+      {
+        wsUrl: this.wsUrl,
+        headers: this.http.authHeaders,
+        onEnd: (s) => this.subscriptions.delete(s),
+        upcast: this.upcast,
+      },
       consumer,
       options,
     );

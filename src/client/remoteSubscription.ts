@@ -18,6 +18,7 @@ import {
 import { SUBSCRIBE_BOUNDS } from '../core/limits.js';
 import { boundedInt, validateConsumerName, validatePosition } from '../core/validation.js';
 import type { ClientMessage, ServerMessage, SubscribeRequest } from '../core/protocol.js';
+import type { UpcastEvents } from '../core/upcasters.js';
 import { errorFromWire } from './errorFromWire.js';
 
 type Pending = { resolve: () => void; reject: (err: Error) => void };
@@ -31,6 +32,8 @@ export interface RemoteSubscribeContext {
   headers: Record<string, string>;
   /** Called when the subscription ends, so the store can forget it. */
   onEnd: (sub: RemoteSubscription) => void;
+  /** The client's upcasters, applied to delivered events. */
+  upcast?: UpcastEvents | null;
 }
 
 /** Opens a WebSocket, subscribes, and resolves once the server reports ownership (or rejects with its error). */
@@ -273,6 +276,14 @@ export class RemoteSubscription implements Subscription {
     switch (msg.type) {
       case 'events':
         for (const e of msg.events) if (e.position > this.lastDelivered) this.lastDelivered = e.position;
+        try {
+          this.ctx.upcast?.(msg.events);
+        } catch (err) {
+          // A failing upcaster ends iteration with its error, as a failing read of a store does.
+          this.finish(err instanceof Error ? err : new Error(String(err)));
+          this.socket.close(1000);
+          return;
+        }
         this.push({ kind: 'events', events: msg.events, redelivery: msg.redelivery });
         return;
       case 'caught_up':

@@ -57,6 +57,8 @@ const TERMINAL = new Set([
   'not_found',
   'unauthorized',
   'forbidden',
+  // An upcaster that fails on an event fails on it again after a reconnect.
+  'upcast_failed',
 ]);
 
 function asError(err: unknown): Error {

@@ -9,7 +9,9 @@ import { normalizeFilter, type EventFilter } from '../core/filter.js';
 import type { StartFrom } from '../core/subscription.js';
 import { MAX_BATCH_SIZE, MAX_IN_FLIGHT, MAX_LEASE_TTL_MS, MIN_LEASE_TTL_MS } from '../core/limits.js';
 import { boundedInt, validateConsumerName } from '../core/validation.js';
+import { compileUpcasters, type Upcasters } from '../core/upcasters.js';
 import { normalizeGuards, type Guard, type GuardSet } from './guards.js';
+import { upcastingSource } from './upcastingSource.js';
 import {
   resolveConsumerEffects,
   type ConsumerEffects,
@@ -195,6 +197,11 @@ export interface ConsumerBaseOptions<Tx> {
   reconnect?: { initialDelayMs?: number; maxDelayMs?: number };
   /** Effect outbox settings: handlers for a dispatcher started with the consumer, replay policy, scope. */
   effects?: ConsumerEffectsOptions<Tx>;
+  /**
+   * Applied to the events this consumer receives (and reads to fill gaps), before the guards, on top of
+   * any the source applies; see `Upcasters`. Lets a new consumer version read old event shapes.
+   */
+  upcasters?: Upcasters;
 }
 
 /**
@@ -231,6 +238,7 @@ export const CONSUMER_OPTION_KEYS = {
   metrics: true,
   reconnect: true,
   effects: true,
+  upcasters: true,
 } as const satisfies KnownKeys<
   ConsumerBaseOptions<unknown> & { filter?: unknown; handle?: unknown; handleBatch?: unknown }
 >;
@@ -301,10 +309,12 @@ export function resolveOptions<Tx, M extends EventMap>(options: ConsumerOptions<
   checkKnownKeys(options.reconnect, RECONNECT_OPTION_KEYS, 'reconnect');
   checkKnownKeys(options.metrics, METRICS_OPTION_KEYS, 'metrics');
   const name = validateConsumerName(options.name, 'name');
-  const source = options.source as EventStore | undefined;
-  if (!source || typeof source.subscribe !== 'function') {
+  const given = options.source as EventStore | undefined;
+  if (!given || typeof given.subscribe !== 'function') {
     throw new InvalidInputError('source', 'must be an event store (with subscribe)');
   }
+  const upcast = compileUpcasters(options.upcasters);
+  const source = upcast === null ? given : upcastingSource(given, upcast);
   const target = options.target as ConsumerTarget<Tx> | undefined;
   if (!target || typeof target.transaction !== 'function') {
     throw new InvalidInputError('target', 'must be a consumer target (sqliteTarget or postgresTarget)');

@@ -18,6 +18,7 @@ export type ErrorCode =
   | 'storage_full'
   | 'unavailable'
   | 'closed'
+  | 'upcast_failed'
   | 'internal';
 
 /** Base class of every error idem throws on purpose. `code` is stable and safe to switch on. */

@@ -3,6 +3,7 @@ import type { ExpectedVersion } from './expectedVersion.js';
 import type { EventFilter } from './filter.js';
 import type { KnownKeys } from './knownKeys.js';
 import type { MigrationStatus } from './migrationStatus.js';
+import type { HistoryBoundOptions } from './history.js';
 import type { ConsumerAdmin, DeadLetterAdmin, SubscribeOptions, Subscription } from './subscription.js';
 
 export interface AppendOptions {
@@ -12,7 +13,11 @@ export interface AppendOptions {
 
 export const APPEND_OPTION_KEYS = { expectedVersion: true } as const satisfies KnownKeys<AppendOptions>;
 
-export interface ReadStreamOptions {
+/**
+ * `toPosition` or `toTime` (one of them) reads the stream as it was then: its versions up to the last
+ * event at or below the position, or recorded at or before the time.
+ */
+export interface ReadStreamOptions extends HistoryBoundOptions {
   /** First version to read. @default 1 */
   fromVersion?: number;
   /** Most events to yield. @default unlimited */
@@ -22,6 +27,8 @@ export interface ReadStreamOptions {
 export const READ_STREAM_OPTION_KEYS = {
   fromVersion: true,
   limit: true,
+  toPosition: true,
+  toTime: true,
 } as const satisfies KnownKeys<ReadStreamOptions>;
 
 export interface ReadAllOptions {

@@ -14,5 +14,7 @@ export {
 export type * from './eventStore.js';
 export type * from './subscription.js';
 export type { MigrationStatus } from './migrationStatus.js';
+export { parseHistoryTime, type HistoryBound, type HistoryBoundOptions } from './history.js';
+export { MAX_SCHEMA_VERSION, schemaVersionOf, type Upcaster, type Upcasters } from './upcasters.js';
 export { isUuid, uuidv7 } from './uuid.js';
 export { validateStreamName, validateConsumerName } from './validation.js';

@@ -2,6 +2,7 @@ import { InvalidInputError, TooLargeError } from './errors.js';
 import type { NewEvent } from './event.js';
 import { canonicalJson, isPlainJson, jsonProblem, type JsonObject, type JsonValue } from './json.js';
 import { MAX_CONSUMER_NAME_LENGTH, MAX_STREAM_LENGTH, MAX_TYPE_LENGTH, type StoreLimits } from './limits.js';
+import { validateSchemaVersion } from './upcasters.js';
 import { normalizeUuid, uuidv7 } from './uuid.js';
 
 /** An event that passed validation, with its JSON text computed once for storage and comparison. */
@@ -206,6 +207,9 @@ export function prepareAppend(stream: unknown, events: unknown, limits: StoreLim
       throw new InvalidInputError(`events[${i}].metadata`, 'must be a JSON object');
     }
     requirePlainJson(metadata, i, 'metadata');
+    if (metadata.schemaVersion !== undefined) {
+      validateSchemaVersion(metadata.schemaVersion, `events[${i}].metadata.schemaVersion`);
+    }
     const dataJson = JSON.stringify(data);
     const metadataJson = e.metadata === undefined ? EMPTY_OBJECT_JSON : JSON.stringify(metadata);
     if (dataJson.length + metadataJson.length > safeChars) {

@@ -15,6 +15,8 @@ import { matchesFilter, normalizeFilter } from '../core/filter.js';
 import { resolveIdempotentAppend, type ExistingEvent } from '../core/idempotency.js';
 import { resolveStoreLimits, type StoreLimits } from '../core/limits.js';
 import type { MigrationStatus } from '../core/migrationStatus.js';
+import { isPastBound, parseHistoryBound } from '../core/history.js';
+import { compileUpcasters, type UpcastEvents, type Upcasters } from '../core/upcasters.js';
 import type { ConsumerAdmin, DeadLetterAdmin, SubscribeOptions, Subscription } from '../core/subscription.js';
 import { prepareAppend, validateLimit, validatePosition, validateStreamName } from '../core/validation.js';
 import { AppendListeners } from '../core/appendListeners.js';
@@ -24,9 +26,14 @@ import { MemorySubscriptionState } from './subscriptionState.js';
 export interface MemoryStoreOptions {
   /** Input limits; unset fields keep their defaults. */
   limits?: Partial<StoreLimits>;
+  /** Applied to every event read (streams, `readAll`, subscriptions); see `Upcasters`. */
+  upcasters?: Upcasters;
 }
 
-const MEMORY_STORE_OPTION_KEYS = { limits: true } as const satisfies KnownKeys<MemoryStoreOptions>;
+const MEMORY_STORE_OPTION_KEYS = {
+  limits: true,
+  upcasters: true,
+} as const satisfies KnownKeys<MemoryStoreOptions>;
 
 interface Stored {
   event: RecordedEvent;
@@ -45,6 +52,8 @@ export class MemoryEventStore implements EventStore {
   private readonly streams = new Map<string, Stored[]>();
   private readonly listeners = new AppendListeners();
   private closed = false;
+  /** Set only when upcasters are given, so that a read without them does nothing more per event. */
+  readonly upcast: UpcastEvents | null;
 
   private readonly subscriptions = new SubscriptionService(this, new MemorySubscriptionState());
   readonly consumers: ConsumerAdmin = this.subscriptions.consumers;
@@ -53,6 +62,7 @@ export class MemoryEventStore implements EventStore {
   constructor(options: MemoryStoreOptions = {}) {
     checkKnownKeys(options, MEMORY_STORE_OPTION_KEYS, '');
     this.limits = resolveStoreLimits(options.limits);
+    this.upcast = compileUpcasters(options.upcasters);
   }
 
   async append(stream: string, events: NewEvent[], options: AppendOptions = {}): Promise<AppendResult> {
@@ -114,13 +124,16 @@ export class MemoryEventStore implements EventStore {
     validateStreamName(stream);
     const from = options.fromVersion === undefined ? 1 : validatePosition(options.fromVersion, 'fromVersion');
     const limit = validateLimit(options.limit);
+    const bound = parseHistoryBound(options);
     const history = this.streams.get(stream) ?? [];
     let yielded = 0;
     for (let i = Math.max(0, from - 1); i < history.length; i++) {
       if (limit !== undefined && yielded >= limit) return;
       this.assertOpen();
+      const e = history[i]!.event;
+      if (bound !== null && isPastBound(bound, e)) return;
       yielded++;
-      yield structuredClone(history[i]!.event);
+      yield this.copy(e);
     }
   }
 
@@ -136,13 +149,19 @@ export class MemoryEventStore implements EventStore {
       const e = this.log[i]!.event;
       if (!matchesFilter(filter, e)) continue;
       yielded++;
-      yield structuredClone(e);
+      yield this.copy(e);
     }
   }
 
   /** The memory store has no schema to migrate. */
   migrationStatus(): Promise<MigrationStatus> {
     return Promise.resolve({ current: 0, expected: 0 });
+  }
+
+  /** A stored event as a reader gets it: a copy the reader may change, upcast when upcasters are set. */
+  private copy(e: RecordedEvent): RecordedEvent {
+    const out = structuredClone(e);
+    return this.upcast === null ? out : this.upcast([out])[0]!;
   }
 
   headPosition(): Promise<number> {

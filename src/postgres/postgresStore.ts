@@ -14,6 +14,8 @@ import { filterKey, normalizeFilter, type EventFilter } from '../core/filter.js'
 import { resolveStoreLimits, type StoreLimits } from '../core/limits.js';
 import { migrationStatus, type MigrationStatus } from '../core/migrationStatus.js';
 import { readPages, tablePage } from '../core/readPages.js';
+import { boundedPage, parseHistoryBound } from '../core/history.js';
+import { compileUpcasters, type UpcastEvents, type Upcasters } from '../core/upcasters.js';
 import type { ConsumerAdmin, DeadLetterAdmin, SubscribeOptions, Subscription } from '../core/subscription.js';
 import { countWithinBytes } from '../core/pageBytes.js';
 import { validateLimit, validatePosition, validateStreamName } from '../core/validation.js';
@@ -63,6 +65,8 @@ export interface PostgresStoreOptions {
    * for tools that only read. @default true
    */
   create?: boolean;
+  /** Applied to every event read (streams, `readAll`, subscriptions); see `Upcasters`. */
+  upcasters?: Upcasters;
 }
 
 const POSTGRES_STORE_OPTION_KEYS = {
@@ -75,6 +79,7 @@ const POSTGRES_STORE_OPTION_KEYS = {
   retry: true,
   pollIntervalMs: true,
   create: true,
+  upcasters: true,
 } as const satisfies KnownKeys<PostgresStoreOptions>;
 
 /**
@@ -98,6 +103,8 @@ export class PostgresEventStore implements EventStore {
   /** Page queries of `readAll` and the subscriptions, by filter. */
   private readonly pageQueries = new Map<string, { text: string; params: string[][] }>();
   private closed = false;
+  /** Set only when upcasters are given, so that a read without them does nothing more per event. */
+  readonly upcast: UpcastEvents | null;
   private faults = 0;
 
   private readonly subscriptions: SubscriptionService;
@@ -116,8 +123,10 @@ export class PostgresEventStore implements EventStore {
       retry: RetryOptions;
       pageSize: number;
       pollIntervalMs?: number;
+      upcast?: UpcastEvents | null;
     },
   ) {
+    this.upcast = options.upcast ?? null;
     this.schema = options.schema;
     this.s = quoteSchema(options.schema);
     this.limits = options.limits;
@@ -162,13 +171,17 @@ export class PostgresEventStore implements EventStore {
     validateStreamName(stream);
     const from = options.fromVersion === undefined ? 1 : validatePosition(options.fromVersion, 'fromVersion');
     const limit = validateLimit(options.limit);
+    const bound = parseHistoryBound(options);
     yield* readPages(from, limit, this.pageSize, async (version, size) => {
       this.assertOpen();
       const events = await this.queryEvents(
         `SELECT ${EVENT_TUPLE_COLUMNS} FROM ${this.s}.events WHERE stream = $1 AND version >= $2 ORDER BY version LIMIT $3`,
         [stream, version, size],
       );
-      return tablePage(events, size, (last) => last.version + 1);
+      return boundedPage(
+        tablePage(events, size, (last) => last.version + 1),
+        bound,
+      );
     });
   }
 
@@ -222,10 +235,10 @@ export class PostgresEventStore implements EventStore {
       this.countFault,
     );
     const rows = r.rows;
-    if (maxBytes === undefined) return tuplesToRecordedEvents(rows);
+    if (maxBytes === undefined) return this.toEvents(rows);
     const sizeOf = (i: number): number => (rows[i] as unknown as number[])[8]!;
     const keep = countWithinBytes(rows.length, sizeOf, maxBytes);
-    return tuplesToRecordedEvents(keep < rows.length ? rows.slice(0, keep) : rows);
+    return this.toEvents(keep < rows.length ? rows.slice(0, keep) : rows);
   }
 
   async migrationStatus(): Promise<MigrationStatus> {
@@ -236,6 +249,11 @@ export class PostgresEventStore implements EventStore {
       this.countFault,
     );
     return migrationStatus(current, STORE_MIGRATIONS);
+  }
+
+  private toEvents(rows: PostgresEventTuple[]): RecordedEvent[] {
+    const events = tuplesToRecordedEvents(rows);
+    return this.upcast === null ? events : this.upcast(events);
   }
 
   async headPosition(): Promise<number> {
@@ -334,6 +352,7 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
     throw new InvalidInputError('connectionString', 'must be a non-empty string');
   }
   const schema = validateSchemaName(options.schema ?? DEFAULT_SCHEMA);
+  const upcast = compileUpcasters(options.upcasters);
   const poolSize = options.poolSize ?? 10;
   if (!Number.isSafeInteger(poolSize) || poolSize < 1)
     throw new InvalidInputError('poolSize', 'must be an integer >= 1');
@@ -352,6 +371,7 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
     limits,
     retry: options.retry ?? {},
     pageSize,
+    upcast,
     ...(options.pollIntervalMs === undefined ? {} : { pollIntervalMs: options.pollIntervalMs }),
   });
   try {

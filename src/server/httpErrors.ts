@@ -18,6 +18,7 @@ const STATUS: Record<ErrorCode, number> = {
   too_large: 413,
   rate_limited: 429,
   internal: 500,
+  upcast_failed: 500,
   closed: 503,
   unavailable: 503,
   storage_full: 507,

@@ -17,6 +17,8 @@ import { filterKey, normalizeFilter, type EventFilter } from '../core/filter.js'
 import { resolveStoreLimits, type StoreLimits } from '../core/limits.js';
 import { migrationStatus, type MigrationStatus } from '../core/migrationStatus.js';
 import { readPages, tablePage } from '../core/readPages.js';
+import { boundedPage, parseHistoryBound } from '../core/history.js';
+import { compileUpcasters, type UpcastEvents, type Upcasters } from '../core/upcasters.js';
 import type { ConsumerAdmin, DeadLetterAdmin, SubscribeOptions, Subscription } from '../core/subscription.js';
 import { countWithinBytes } from '../core/pageBytes.js';
 import { prepareAppend, validateLimit, validatePosition, validateStreamName } from '../core/validation.js';
@@ -51,6 +53,8 @@ export interface SqliteStoreOptions {
    * created or changed: for tools that only read. @default true
    */
   create?: boolean;
+  /** Applied to every event read (streams, `readAll`, subscriptions); see `Upcasters`. */
+  upcasters?: Upcasters;
 }
 
 const SQLITE_STORE_OPTION_KEYS = {
@@ -60,6 +64,7 @@ const SQLITE_STORE_OPTION_KEYS = {
   busyTimeoutMs: true,
   readPageSize: true,
   create: true,
+  upcasters: true,
 } as const satisfies KnownKeys<SqliteStoreOptions>;
 
 /**
@@ -80,6 +85,8 @@ export class SqliteEventStore implements EventStore {
   private readonly pageQueries = new Map<string, { stmt: Database.Statement; params: (string | number)[] }>();
   private streamPageStmt: Database.Statement | undefined;
   private closed = false;
+  /** Set only when upcasters are given, so that a read without them does nothing more per event. */
+  readonly upcast: UpcastEvents | null;
 
   private readonly subscriptions: SubscriptionService;
   readonly consumers: ConsumerAdmin;
@@ -101,6 +108,7 @@ export class SqliteEventStore implements EventStore {
     if (typeof create !== 'boolean') throw new InvalidInputError('create', 'must be a boolean');
     this.limits = resolveStoreLimits(options.limits);
     this.pageSize = validateLimit(options.readPageSize, 'readPageSize') ?? 500;
+    this.upcast = compileUpcasters(options.upcasters);
     const busyTimeoutMs = options.busyTimeoutMs ?? 10_000;
     const path = options.path;
     if (!create && (path === ':memory:' || !existsSync(path))) throw noStoreAt(path);
@@ -139,6 +147,7 @@ export class SqliteEventStore implements EventStore {
     validateStreamName(stream);
     const from = options.fromVersion === undefined ? 1 : validatePosition(options.fromVersion, 'fromVersion');
     const limit = validateLimit(options.limit);
+    const bound = parseHistoryBound(options);
     this.assertOpen();
     const stmt = (this.streamPageStmt ??= this.db
       .prepare(
@@ -147,8 +156,11 @@ export class SqliteEventStore implements EventStore {
       .raw(true));
     yield* readPages(from, limit, this.pageSize, (version, size) => {
       this.assertOpen();
-      const events = tuplesToRecordedEvents(stmt.all(stream, version, size) as EventTuple[]);
-      return tablePage(events, size, (last) => last.version + 1);
+      const events = this.toEvents(stmt.all(stream, version, size) as EventTuple[]);
+      return boundedPage(
+        tablePage(events, size, (last) => last.version + 1),
+        bound,
+      );
     });
   }
 
@@ -191,24 +203,29 @@ export class SqliteEventStore implements EventStore {
       this.pageQueries.set(key, q);
     }
     const rows = q.stmt.all(after, ...q.params, limit) as EventTuple[];
-    if (maxBytes === undefined) return tuplesToRecordedEvents(rows);
+    if (maxBytes === undefined) return this.toEvents(rows);
     // UTF-8 takes at most 3 bytes per UTF-16 unit: a page whose text is under a third of the bound
     // (the usual page) is within it without measuring each event.
     let units = 0;
     for (const row of rows) units += row[5].length + row[6].length;
-    if (units * 3 <= maxBytes) return tuplesToRecordedEvents(rows);
+    if (units * 3 <= maxBytes) return this.toEvents(rows);
     // Measured on the stored JSON text, before parsing: the rows past the bound are never parsed.
     const keep = countWithinBytes(
       rows.length,
       (i) => Buffer.byteLength(rows[i]![5]) + Buffer.byteLength(rows[i]![6]),
       maxBytes,
     );
-    return tuplesToRecordedEvents(keep < rows.length ? rows.slice(0, keep) : rows);
+    return this.toEvents(keep < rows.length ? rows.slice(0, keep) : rows);
   }
 
   async migrationStatus(): Promise<MigrationStatus> {
     this.assertOpen();
     return migrationStatus(schemaVersion(this.db), STORE_MIGRATIONS);
+  }
+
+  private toEvents(rows: EventTuple[]): RecordedEvent[] {
+    const events = tuplesToRecordedEvents(rows);
+    return this.upcast === null ? events : this.upcast(events);
   }
 
   async headPosition(): Promise<number> {

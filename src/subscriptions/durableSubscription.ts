@@ -409,6 +409,7 @@ export class DurableSubscription implements Subscription {
       .filter((r) => !this.redelivered.has(r.event.id))
       .slice(0, limit)
       .map((r) => r.event);
+    this.deps.source.upcast?.(events);
     for (const e of events) {
       this.redelivered.set(e.id, e);
       this.redeliveredHigh = Math.max(this.redeliveredHigh, e.position);

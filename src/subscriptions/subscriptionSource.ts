@@ -1,6 +1,7 @@
 import type { RecordedEvent } from '../core/event.js';
 import type { EventStore } from '../core/eventStore.js';
 import type { EventFilter } from '../core/filter.js';
+import type { UpcastEvents } from '../core/upcasters.js';
 
 /**
  * What the subscription engine needs from a store: its reads, and optionally an in-process hook fired
@@ -23,4 +24,9 @@ export interface SubscriptionSource {
    * the consumer processes the current one. Not worth it for a synchronous embedded read.
    */
   readonly readAhead?: boolean;
+  /**
+   * The store's upcasters. Its reads already apply them; the engine applies them to dead letters
+   * delivered again, which are kept as they were first delivered.
+   */
+  readonly upcast?: UpcastEvents | null;
 }

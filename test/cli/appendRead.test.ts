@@ -275,6 +275,31 @@ describe('idem append, read and events on the embedded store', () => {
     assert.match(none.stderr, /no events in stream/);
   });
 
+  it('read --as-of prints the stream as it was at a position or a time', async () => {
+    const stream = randomStream('order');
+    await seed(
+      db,
+      [1, 2, 3].map((i) => [stream, `order.step${i}`, { i }]),
+    );
+    const all = json<RecordedEvent[]>(await idem(['read', stream, '--db', db, '--json']));
+    const second = all[1]!;
+    const byPosition = await idem(['read', stream, '--as-of', String(second.position), '--db', db, '--json']);
+    assert.equal(byPosition.code, 0, byPosition.stderr);
+    assert.deepEqual(json<RecordedEvent[]>(byPosition), all.slice(0, 2));
+    const byTime = await idem(['read', stream, '--as-of', second.recordedAt, '--db', db, '--json']);
+    assert.equal(byTime.code, 0, byTime.stderr);
+    assert.deepEqual(
+      json<RecordedEvent[]>(byTime),
+      all.filter((e) => e.recordedAt <= second.recordedAt),
+    );
+    const before = await idem(['read', stream, '--as-of', String(all[0]!.position - 1), '--db', db]);
+    assert.equal(before.code, 0);
+    assert.match(before.stderr, /no events in stream .* as of /);
+    const bad = await idem(['read', stream, '--as-of', 'last tuesday', '--db', db]);
+    assert.equal(bad.code, 2);
+    assert.match(bad.stderr, /--as-of/);
+  });
+
   it('events filters by --after, repeated --type, --category, --prefix and --limit', async () => {
     const a = randomStream('shipA');
     const b = randomStream('shipB');

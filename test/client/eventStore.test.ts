@@ -5,9 +5,16 @@ import { startTestServer } from '../server/serverFixture.js';
 
 describeEventStore(
   'remote client (HTTP to a server on SQLite)',
-  async ({ limits } = {}) => {
+  async ({ limits, upcasters } = {}) => {
     const fixture = await startTestServer(limits ? { storeLimits: limits } : {});
-    const store = connect(fixture.url);
+    let store;
+    try {
+      // The server's store has no upcasters: the client applies its own.
+      store = connect(fixture.url, upcasters ? { upcasters } : {});
+    } catch (err) {
+      await fixture.cleanup();
+      throw err;
+    }
     return {
       store,
       cleanup: async () => {

@@ -5,8 +5,11 @@ const pg = await pgTestContext();
 
 describeEventStore(
   'postgres',
-  async ({ limits } = {}) => {
-    const store = await pg.openSharedStore(limits ? { limits } : {});
+  async ({ limits, upcasters } = {}) => {
+    const store = await pg.openSharedStore({
+      ...(limits ? { limits } : {}),
+      ...(upcasters ? { upcasters } : {}),
+    });
     return { store, cleanup: () => store.close() };
   },
   { skip: pg.skip },

@@ -205,6 +205,40 @@ export function describeHttpApi(name: string, make: MakeHttpTarget): void {
       );
     });
 
+    it('reads a stream as of a position (toPosition) or a time (toTime), in pages', async () => {
+      const s = randomStream();
+      for (let i = 0; i < 4; i++) {
+        assert.equal(
+          (await t.request('POST', appendPath(s), { body: { events: [{ type: 'n', data: i }] } })).status,
+          201,
+        );
+      }
+      const all = (await t.request('GET', appendPath(s))).json.events as {
+        position: number;
+        recordedAt: string;
+      }[];
+      const cut = all[2]!;
+      const data = (r: { json: { events: { data: number }[] } }) => r.json.events.map((e) => e.data);
+      const byPosition = await t.request('GET', `${appendPath(s)}?toPosition=${cut.position}`);
+      assert.equal(byPosition.status, 200, byPosition.text);
+      assert.deepEqual(data(byPosition), [0, 1, 2]);
+      assert.equal(byPosition.json.version, 4, "version is the stream's current version");
+      assert.equal(byPosition.json.next, null);
+      const firstPage = await t.request('GET', `${appendPath(s)}?toPosition=${cut.position}&limit=2`);
+      assert.deepEqual([data(firstPage), firstPage.json.next], [[0, 1], 3]);
+      const secondPage = await t.request(
+        'GET',
+        `${appendPath(s)}?toPosition=${cut.position}&limit=2&fromVersion=3`,
+      );
+      assert.deepEqual([data(secondPage), secondPage.json.next], [[2], null]);
+      const byTime = await t.request('GET', `${appendPath(s)}?toTime=${encodeURIComponent(cut.recordedAt)}`);
+      assert.equal(byTime.status, 200, byTime.text);
+      assert.deepEqual(
+        data(byTime),
+        all.filter((e) => e.recordedAt <= cut.recordedAt).map((_, i) => i),
+      );
+    });
+
     it('reads all events after a position, filtered by type and category, with head and next', async () => {
       const cat = randomCategory();
       await t.request('POST', appendPath(`${cat}-1`), {
@@ -248,6 +282,12 @@ export function describeHttpApi(name: string, make: MakeHttpTarget): void {
       ['/v1/events?colour=red', 'colour'],
       ['/v1/events?types=', 'types[0]'],
       ['/v1/streams/s-1/events?fromVersion=-2', 'fromVersion'],
+      ['/v1/streams/s-1/events?toPosition=-1', 'toPosition'],
+      ['/v1/streams/s-1/events?toPosition=99999999999999999999', 'toPosition'],
+      ['/v1/streams/s-1/events?toTime=yesterday', 'toTime'],
+      ['/v1/streams/s-1/events?toTime=2026-03-01T12:00:00', 'toTime'],
+      ['/v1/streams/s-1/events?toTime=2026-03-01&toTime=2026-03-02', 'toTime'],
+      ['/v1/streams/s-1/events?toPosition=3&toTime=2026-03-01T12:00:00Z', 'toTime'],
       ['/v1/consumers/bad%20name', 'name'],
       ['/v1/consumers/x/dead-letters?all=maybe', 'all'],
     ];

@@ -13,8 +13,11 @@
  */
 import { describe } from 'node:test';
 import { appendTests } from './suite/append.js';
+import { commandTests } from './suite/commands.js';
 import type { MakeStore } from './suite/context.js';
 import { expectedVersionTests } from './suite/expectedVersion.js';
+import { historyTests } from './suite/history.js';
+import { upcastingTests } from './suite/upcasting.js';
 import { idempotencyTests } from './suite/idempotency.js';
 import { largeReadTests, type LargeReadOptions } from './suite/largeReads.js';
 import { nameTests } from './suite/names.js';
@@ -46,5 +49,8 @@ export function describeEventStore(
     unknownOptionTests(makeStore);
     nameTests(makeStore);
     migrationStatusTests(makeStore);
+    commandTests(makeStore);
+    historyTests(makeStore);
+    upcastingTests(makeStore);
   });
 }

@@ -3,13 +3,14 @@ import { tempDir } from '../support/tempDir.js';
 import { describeEventStore } from './eventStore.suite.js';
 
 for (const durability of ['full', 'normal'] as const satisfies readonly Durability[]) {
-  describeEventStore(`sqlite (durability ${durability})`, async ({ limits } = {}) => {
+  describeEventStore(`sqlite (durability ${durability})`, async ({ limits, upcasters } = {}) => {
     const dir = tempDir();
     try {
       const store = await openSqliteStore({
         path: dir.file('events.db'),
         durability,
         ...(limits ? { limits } : {}),
+        ...(upcasters ? { upcasters } : {}),
       });
       return {
         store,

@@ -1,9 +1,10 @@
 /** Append and read routes: `POST|GET /v1/streams/:stream/events` and `GET /v1/events`. */
 import type { FastifyInstance } from 'fastify';
 import type { NewEvent, RecordedEvent } from '../../core/event.js';
-import type { AppendOptions } from '../../core/eventStore.js';
+import type { AppendOptions, ReadStreamOptions } from '../../core/eventStore.js';
 import type { EventFilter } from '../../core/filter.js';
 import { normalizeFilter } from '../../core/filter.js';
+import { parseHistoryTime } from '../../core/history.js';
 import { prepareAppend, validateStreamName } from '../../core/validation.js';
 import { filterWithin, requireFilterWithin, requireStream } from '../access.js';
 import type { RouteContext } from '../context.js';
@@ -35,11 +36,15 @@ export function registerStreamRoutes(app: FastifyInstance, ctx: RouteContext): v
     const stream = validateStreamName(req.params.stream);
     requireStream(req.principal, stream);
     const query = req.query as Record<string, unknown>;
-    checkQueryKeys(query, ['fromVersion', 'limit']);
+    checkQueryKeys(query, ['fromVersion', 'limit', 'toPosition', 'toTime']);
     const fromVersion = intQuery(query, 'fromVersion', 0) ?? 1;
     const limit = Math.min(intQuery(query, 'limit', 1) ?? limits.defaultReadLimit, limits.maxReadLimit);
+    const options: ReadStreamOptions = { fromVersion, limit };
+    const toPosition = intQuery(query, 'toPosition', 0);
+    if (toPosition !== undefined) options.toPosition = toPosition;
+    if (query.toTime !== undefined) options.toTime = parseHistoryTime(query.toTime);
     const events: RecordedEvent[] = [];
-    for await (const e of store.readStream(stream, { fromVersion, limit })) events.push(e);
+    for await (const e of store.readStream(stream, options)) events.push(e);
     const version = await store.streamVersion(stream);
     const last = events[events.length - 1];
     return { stream, version, events, next: events.length === limit && last ? last.version + 1 : null };

@@ -4,6 +4,7 @@ import type { AppendOptions, EventStore } from '../../../src/core/eventStore.js'
 import type { ErrorCode } from '../../../src/core/errors.js';
 import type { NewEvent, RecordedEvent } from '../../../src/core/event.js';
 import type { StoreLimits } from '../../../src/core/limits.js';
+import type { Upcasters } from '../../../src/core/upcasters.js';
 
 /** A store made for one test, and how to dispose of it. */
 export interface StoreFixture {
@@ -15,6 +16,8 @@ export interface StoreFixture {
 export interface MakeStoreOptions {
   /** Input limits the store must be opened with; unset fields keep the defaults. */
   limits?: Partial<StoreLimits>;
+  /** Upcasters the store (for the remote client: the client) must apply on read. */
+  upcasters?: Upcasters;
 }
 
 /** Makes a new, empty store. Called once per test. */
