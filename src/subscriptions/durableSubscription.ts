@@ -4,19 +4,13 @@ import { ClosedError, FencedError, InvalidInputError, isIdemError } from '../cor
 import type { FailureInfo, ParkInfo, Subscription, SubscriptionMessage } from '../core/subscription.js';
 import { validatePosition } from '../core/validation.js';
 import { validateFailureInfo, validateParkInfo } from './parkInfo.js';
+import { ReadAhead } from './readAhead.js';
 import type { Fenced, SubscriptionStateBackend } from './stateBackend.js';
 import type { ResolvedSubscribeOptions } from './subscribeOptions.js';
 import type { SubscriptionSource } from './subscriptionSource.js';
 import { Wakeup } from './wakeup.js';
 
 const yieldToEventLoop = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
-
-/** A page of the log being read ahead: up to `limit` events after position `after`. */
-interface AheadPage {
-  after: number;
-  limit: number;
-  page: Promise<RecordedEvent[]>;
-}
 
 /** What a subscription needs from the service that opened it. */
 export interface SubscriptionDeps {
@@ -52,14 +46,8 @@ export class DurableSubscription implements Subscription {
   /** Redelivered dead letters not yet resolved by an ack, by event id. */
   private readonly redelivered = new Map<string, RecordedEvent>();
   private redeliveredHigh = 0;
-  /** Pages read ahead, in log order, each after the last event of the one before (see `readAhead`). */
-  private ahead: AheadPage[] = [];
-  /** Bumped when the pages read ahead are dropped, so that a chain of reads in progress stops. */
-  private aheadGeneration = 0;
-  /** True while a chain of reads ahead runs (at most one does). */
-  private readingAhead = false;
-  /** The room of the page read ahead that `readPage` returned, until the run loop has delivered it. */
-  private taken = 0;
+  /** Pages read ahead (sources whose reads wait on I/O); empty otherwise. */
+  private readonly ahead: ReadAhead;
   /** When to look for retrying dead letters even with no stream blocked here (see `nextRedelivery`). */
   private nextRedeliveryCheck = 0;
   /** Streams with an active dead letter as far as this owner knows (only it adds; admin may remove). */
@@ -88,6 +76,11 @@ export class DurableSubscription implements Subscription {
     this.readPos = position;
     this.highestDelivered = position;
     this.blocked = new Set(blockedStreams);
+    this.ahead = new ReadAhead(
+      (after, limit) => this.fetchPage(after, options.filter, limit),
+      options,
+      () => (this.active ? this.outstanding.length + this.redelivered.size : null),
+    );
     this.leaseDeadline = Date.now() + options.leaseTtlMs;
     this.heartbeat = setInterval(() => void this.renew(), Math.max(50, Math.floor(options.leaseTtlMs / 3)));
     const signal = options.signal;
@@ -213,8 +206,8 @@ export class DurableSubscription implements Subscription {
         const generation = this.wake.generation;
         // The first page read ahead is about to be delivered: its share of the room is free to use
         // (asked first: stale pages are dropped, and their room with them).
-        const next = this.nextAheadLimit();
-        const room = maxInFlight - this.outstanding.length - this.redelivered.size - this.aheadRoom() + next;
+        const next = this.ahead.nextLimit(this.readPos);
+        const room = maxInFlight - this.outstanding.length - this.redelivered.size - this.ahead.room() + next;
         if (room > 0) {
           const limit = Math.min(room, batchSize);
           if (this.blocked.size > 0 || Date.now() >= this.nextRedeliveryCheck) {
@@ -237,7 +230,7 @@ export class DurableSubscription implements Subscription {
             this.readPos = read[read.length - 1]!.position;
             const deliver = await this.locked(() => this.sortOut(read));
             // The page now counts as outstanding (or parked), no longer as read ahead.
-            this.releaseTaken();
+            this.ahead.release();
             if (lastPageFull) {
               // A synchronous source (SQLite) never waits on I/O: without this, a catch-up would run
               // to the head in one turn of the event loop, starving timers (lease heartbeats), I/O
@@ -245,11 +238,11 @@ export class DurableSubscription implements Subscription {
               await yieldToEventLoop();
               if (this.stopped()) return;
             }
-            if (lastPageFull && this.deps.source.readAhead) this.readAhead(filter);
+            if (lastPageFull && this.deps.source.readAhead) this.ahead.start(this.readPos);
             if (deliver.length > 0) yield { kind: 'events', events: deliver, redelivery: false };
             continue;
           }
-          this.releaseTaken();
+          this.ahead.release();
           if (!caughtUp) {
             // The head was not read before this (empty) page: read it, then the page again.
             if (head === null) continue;
@@ -279,93 +272,10 @@ export class DurableSubscription implements Subscription {
     filter: EventFilter,
     limit: number,
   ): Promise<{ events: RecordedEvent[]; full: boolean }> {
-    const first = this.ahead[0];
-    if (first && first.after === this.readPos) {
-      this.ahead.shift();
-      // Its room stays counted until the run loop has delivered the page (`releaseTaken`).
-      this.taken = first.limit;
-      const page = await first.page;
-      if (page.length <= limit) return { events: page, full: page.length >= first.limit };
-      // Redeliveries took some of the room since: keep to the limit (readPos follows, and the pages
-      // after this one no longer follow on from it).
-      this.dropAhead();
-      return { events: page.slice(0, limit), full: true };
-    }
-    this.dropAhead();
+    const taken = await this.ahead.take(this.readPos, limit);
+    if (taken) return taken;
     const page = await this.fetchPage(this.readPos, filter, limit);
     return { events: page, full: page.length >= limit };
-  }
-
-  /**
-   * For sources whose reads wait on I/O (`readAhead`): reads the pages after `readPos` one after the
-   * other while the consumer processes the ones delivered, as long as the pages keep coming back full
-   * and `maxInFlight` leaves room (delivered-but-unacknowledged events and the pages read ahead count
-   * against it together), so memory stays bounded by `maxInFlight` events. With the consumer
-   * runtime's defaults a whole catch-up transaction's pages are read while the one before commits.
-   */
-  private readAhead(filter: EventFilter): void {
-    if (this.readingAhead) return;
-    this.readingAhead = true;
-    const generation = this.aheadGeneration;
-    const { batchSize, maxInFlight } = this.options;
-    const chain = async (): Promise<void> => {
-      // The last page queued by this chain (or before it) and its last position, once read.
-      let after = this.readPos;
-      const last = this.ahead[this.ahead.length - 1];
-      if (last) {
-        const page = await last.page;
-        if (generation !== this.aheadGeneration || page.length < last.limit) return;
-        after = page[page.length - 1]!.position;
-      }
-      for (;;) {
-        if (!this.active || generation !== this.aheadGeneration) return;
-        const room = maxInFlight - this.outstanding.length - this.redelivered.size - this.aheadRoom();
-        if (room <= 0) return;
-        const limit = Math.min(room, batchSize);
-        const entry: AheadPage = { after, limit, page: this.fetchPage(after, filter, limit) };
-        // Consumed (and its error thrown) by `readPage`; dropped unseen if the subscription ends first.
-        entry.page.catch(() => undefined);
-        this.ahead.push(entry);
-        const page = await entry.page;
-        // A page that is not full reached the head: live reads are not read ahead.
-        if (page.length < entry.limit) return;
-        after = page[page.length - 1]!.position;
-      }
-    };
-    chain()
-      .catch(() => undefined)
-      .finally(() => (this.readingAhead = false));
-  }
-
-  /**
-   * Events the pages read ahead may hold (their limits), with the one `readPage` took and the run
-   * loop has not delivered yet: counted against `maxInFlight`.
-   */
-  private aheadRoom(): number {
-    let room = this.taken;
-    for (const entry of this.ahead) room += entry.limit;
-    return room;
-  }
-
-  /** The page `readPage` took from those read ahead is delivered (or parked): its room no longer counts as read ahead. */
-  private releaseTaken(): void {
-    this.taken = 0;
-  }
-
-  /** The room the first page read ahead holds, when it follows on from `readPos`; drops stale pages. */
-  private nextAheadLimit(): number {
-    const first = this.ahead[0];
-    if (!first) return 0;
-    if (first.after === this.readPos) return first.limit;
-    this.dropAhead();
-    return 0;
-  }
-
-  /** Forgets the pages read ahead (their reads finish unseen) and stops a chain of reads in progress. */
-  private dropAhead(): void {
-    if (this.ahead.length === 0 && !this.readingAhead) return;
-    this.ahead = [];
-    this.aheadGeneration++;
   }
 
   /** One page of the log: one query where the source can, else collected from `readAll`. */

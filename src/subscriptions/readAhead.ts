@@ -1,0 +1,126 @@
+import type { RecordedEvent } from '../core/event.js';
+
+/** A page of the log being read ahead: up to `limit` events after position `after`. */
+interface AheadPage {
+  after: number;
+  limit: number;
+  page: Promise<RecordedEvent[]>;
+}
+
+/** A page of the log and whether it came back with as many events as were asked for. */
+export interface TakenPage {
+  events: RecordedEvent[];
+  full: boolean;
+}
+
+/**
+ * The pages a subscription reads ahead, for sources whose reads wait on I/O: while the consumer
+ * processes the pages delivered, the next ones are read one after the other, as long as they keep
+ * coming back full and `maxInFlight` leaves room. The pages read ahead count against `maxInFlight`
+ * together with what the subscription holds (`held`), so memory stays bounded by `maxInFlight`
+ * events. With the consumer runtime's defaults a whole catch-up transaction's pages are read while
+ * the one before commits.
+ */
+export class ReadAhead {
+  /** Pages read ahead, in log order, each after the last event of the one before. */
+  private pages: AheadPage[] = [];
+  /** Bumped when the pages are dropped, so that a chain of reads in progress stops. */
+  private generation = 0;
+  /** True while a chain of reads runs (at most one does). */
+  private reading = false;
+  /** The room of the page `take` returned, until the subscription has delivered it (`release`). */
+  private taken = 0;
+
+  constructor(
+    /** One page of the log: up to `limit` events after `after`. */
+    private readonly fetch: (after: number, limit: number) => Promise<RecordedEvent[]>,
+    private readonly options: { batchSize: number; maxInFlight: number },
+    /** Events the subscription holds (delivered and unacknowledged), or null once it has ended. */
+    private readonly held: () => number | null,
+  ) {}
+
+  /** Events the pages read ahead may hold (their limits), with the one taken and not yet released. */
+  room(): number {
+    let room = this.taken;
+    for (const entry of this.pages) room += entry.limit;
+    return room;
+  }
+
+  /** The room the first page read ahead holds when it follows on from `readPos`; drops stale pages. */
+  nextLimit(readPos: number): number {
+    const first = this.pages[0];
+    if (!first) return 0;
+    if (first.after === readPos) return first.limit;
+    this.drop();
+    return 0;
+  }
+
+  /**
+   * The first page read ahead, when it follows on from `readPos`, kept to `limit` events; null (and
+   * the pages dropped) when none does. Its room stays counted until `release`.
+   */
+  async take(readPos: number, limit: number): Promise<TakenPage | null> {
+    const first = this.pages[0];
+    if (!first || first.after !== readPos) {
+      this.drop();
+      return null;
+    }
+    this.pages.shift();
+    this.taken = first.limit;
+    const page = await first.page;
+    if (page.length <= limit) return { events: page, full: page.length >= first.limit };
+    // Redeliveries took some of the room since: keep to the limit (the read position follows, and
+    // the pages after this one no longer follow on from it).
+    this.drop();
+    return { events: page.slice(0, limit), full: true };
+  }
+
+  /** The page `take` returned is delivered (or parked): its room no longer counts as read ahead. */
+  release(): void {
+    this.taken = 0;
+  }
+
+  /** Forgets the pages read ahead (their reads finish unseen) and stops a chain of reads in progress. */
+  drop(): void {
+    if (this.pages.length === 0 && !this.reading) return;
+    this.pages = [];
+    this.generation++;
+  }
+
+  /** Starts reading the pages after `readPos` (after those already read ahead), unless a chain runs. */
+  start(readPos: number): void {
+    if (this.reading) return;
+    this.reading = true;
+    this.chain(readPos)
+      .catch(() => undefined)
+      .finally(() => (this.reading = false));
+  }
+
+  private async chain(readPos: number): Promise<void> {
+    const generation = this.generation;
+    const { batchSize, maxInFlight } = this.options;
+    // The last page queued by this chain (or before it) and its last position, once read.
+    let after = readPos;
+    const last = this.pages[this.pages.length - 1];
+    if (last) {
+      const page = await last.page;
+      if (generation !== this.generation || page.length < last.limit) return;
+      after = page[page.length - 1]!.position;
+    }
+    for (;;) {
+      const held = this.held();
+      if (held === null || generation !== this.generation) return;
+      const room = maxInFlight - held - this.room();
+      if (room <= 0) return;
+      const limit = Math.min(room, batchSize);
+      const entry: AheadPage = { after, limit, page: this.fetch(after, limit) };
+      // Consumed (and its error thrown) by `take`; dropped unseen if the subscription ends first.
+      entry.page.catch(() => undefined);
+      this.pages.push(entry);
+      const page = await entry.page;
+      // A page that is not full reached the head: live reads are not read ahead.
+      if (page.length < entry.limit) return;
+      after = page[page.length - 1]!.position;
+    }
+  }
+}
