@@ -8,13 +8,14 @@ import type { AppendResult, NewEvent, RecordedEvent } from '../core/event.js';
 import { ClosedError } from '../core/errors.js';
 import { parseExpectedVersion, satisfies } from '../core/expectedVersion.js';
 import { WrongExpectedVersionError } from '../core/errors.js';
-import { matchesFilter, normalizeFilter } from '../core/filter.js';
+import { matchesFilter, normalizeFilter, type EventFilter } from '../core/filter.js';
 import { resolveIdempotentAppend, type ExistingEvent } from '../core/idempotency.js';
 import { DEFAULT_LIMITS, type StoreLimits } from '../core/limits.js';
 import type { ConsumerAdmin, DeadLetterAdmin, SubscribeOptions, Subscription } from '../core/subscription.js';
 import { prepareAppend, validateLimit, validatePosition, validateStreamName } from '../core/validation.js';
 import { AppendListeners } from '../core/appendListeners.js';
 import { SubscriptionService } from '../subscriptions/subscriptionService.js';
+import { scanEnd, scannedPage, type ScannedPage } from '../subscriptions/subscriptionSource.js';
 import { MemorySubscriptionState } from './subscriptionState.js';
 
 export interface MemoryStoreOptions {
@@ -129,6 +130,22 @@ export class MemoryEventStore implements EventStore {
       yielded++;
       yield structuredClone(e);
     }
+  }
+
+  /**
+   * Internal (the subscription engine's read): up to `limit` matching events among the positions
+   * after `after`, looking at no more than `maxScan` of them, with the head.
+   */
+  scanPage(after: number, filter: EventFilter, limit: number, maxScan: number): Promise<ScannedPage> {
+    if (this.closed) return Promise.reject(new ClosedError('memory store'));
+    const head = this.log.length;
+    const upTo = scanEnd(after, head, maxScan);
+    const events: RecordedEvent[] = [];
+    for (let i = after; i < upTo && events.length < limit; i++) {
+      const e = this.log[i]!.event;
+      if (matchesFilter(filter, e)) events.push(structuredClone(e));
+    }
+    return Promise.resolve(scannedPage(events, limit, upTo, head));
   }
 
   headPosition(): Promise<number> {

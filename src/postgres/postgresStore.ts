@@ -17,6 +17,7 @@ import { EVENT_STORE_MIGRATIONS, runPgMigrations, type PgMigration } from './mig
 import { SUBSCRIPTION_MIGRATIONS } from './subscriptionSchema.js';
 import { PgSubscriptionState } from './subscriptionState.js';
 import { SubscriptionService } from '../subscriptions/subscriptionService.js';
+import { scanEnd, scannedPage, type ScannedPage } from '../subscriptions/subscriptionSource.js';
 import { appendChannel, DEFAULT_SCHEMA, quoteSchema, validateSchemaName } from './schemaName.js';
 
 export interface PostgresStoreOptions {
@@ -58,6 +59,8 @@ export class PostgresEventStore implements EventStore {
   readonly readAhead = true;
   /** Page queries of `readAll` and the subscriptions, by filter. */
   private readonly pageQueries = new Map<string, { text: string; params: string[][] }>();
+  /** Scan queries of the subscriptions (`scanPage`), by filter. */
+  private readonly scanQueries = new Map<string, { text: string; params: string[][] }>();
   private closed = false;
   private faults = 0;
 
@@ -166,6 +169,47 @@ export class PostgresEventStore implements EventStore {
       this.pageQueries.set(key, q);
     }
     return this.queryEvents(q.text, [after, limit, ...q.params]);
+  }
+
+  /**
+   * Internal (the subscription engine's read): up to `limit` matching events among the positions
+   * after `after`, looking at no more than `maxScan` of them, and the head, in one statement. The
+   * head row is the position allocator, updated in the appending transaction: the statement's
+   * snapshot holds every event up to the head it sees and none beyond, so an unfilled page proves
+   * there is nothing more up to there (no later commit can take a lower position).
+   */
+  async scanPage(after: number, filter: EventFilter, limit: number, maxScan: number): Promise<ScannedPage> {
+    this.assertOpen();
+    const key = filterKey(filter);
+    let q = this.scanQueries.get(key);
+    if (!q) {
+      const sql = filterSql(filter, 4);
+      q = {
+        // The event columns first, so each row reads as a `PgEventTuple`; the head last, also on the
+        // one row of nulls that says "no event matched".
+        text: `SELECT e.*, h.position FROM ${this.s}.head h LEFT JOIN LATERAL (
+            SELECT ${EVENT_TUPLE_COLUMNS} FROM ${this.s}.events
+            WHERE position > $1 AND position <= least(h.position, $1 + $3) AND ${sql.where}
+            ORDER BY position LIMIT $2) e ON true WHERE h.id`,
+        params: sql.params,
+      };
+      if (this.scanQueries.size >= 64) this.scanQueries.clear();
+      this.scanQueries.set(key, q);
+    }
+    const text = q.text;
+    const values = [after, limit, maxScan, ...q.params];
+    const r = await withReconnect(
+      () => this.pool.query<(string | null)[]>({ text, values, rowMode: 'array' }),
+      this.retry,
+      this.countFault,
+    );
+    const rows = r.rows;
+    const head = Number(rows[0]?.[8] ?? 0);
+    const events =
+      rows.length === 1 && rows[0]![0] === null
+        ? []
+        : tuplesToRecordedEvents(rows as unknown as PgEventTuple[]);
+    return scannedPage(events, limit, scanEnd(after, head, maxScan), head);
   }
 
   /** Runs a read of `EVENT_TUPLE_COLUMNS` (rows as arrays: no object per row to build and drop). */

@@ -9,6 +9,7 @@ import { DEFAULT_LIMITS, type StoreLimits } from '../core/limits.js';
 import type { ConsumerAdmin, DeadLetterAdmin, SubscribeOptions, Subscription } from '../core/subscription.js';
 import { prepareAppend, validateLimit, validatePosition, validateStreamName } from '../core/validation.js';
 import { SubscriptionService } from '../subscriptions/subscriptionService.js';
+import { scanEnd, scannedPage, type ScannedPage } from '../subscriptions/subscriptionSource.js';
 import { SqliteSubscriptionState } from './subscriptionState.js';
 import { AppendBatcher } from './appendBatcher.js';
 import { EVENT_COLUMNS, filterSql, tuplesToRecordedEvents, type EventTuple } from './eventRows.js';
@@ -52,6 +53,7 @@ export class SqliteEventStore implements EventStore {
   /** Prepared page queries of `readAll` and the subscriptions, by filter (raw mode: rows as arrays). */
   private readonly pageQueries = new Map<string, { stmt: Database.Statement; params: (string | number)[] }>();
   private streamPageStmt: Database.Statement | undefined;
+  private headStmt: Database.Statement | undefined;
   private closed = false;
 
   private readonly subscriptions: SubscriptionService;
@@ -125,7 +127,7 @@ export class SqliteEventStore implements EventStore {
     while (remaining > 0) {
       this.assertOpen();
       const size = Math.min(this.pageSize, remaining);
-      const events = this.page(after, filter, size);
+      const events = this.page(after, Number.MAX_SAFE_INTEGER, filter, size);
       for (const e of events) yield e;
       if (events.length < size) return;
       remaining -= events.length;
@@ -140,20 +142,38 @@ export class SqliteEventStore implements EventStore {
   readPage(after: number, filter: EventFilter, limit: number): Promise<RecordedEvent[]> {
     try {
       this.assertOpen();
-      return Promise.resolve(this.page(after, filter, limit));
+      return Promise.resolve(this.page(after, Number.MAX_SAFE_INTEGER, filter, limit));
     } catch (err) {
       return Promise.reject(err instanceof Error ? err : new Error(String(err)));
     }
   }
 
-  private page(after: number, filter: EventFilter, limit: number): RecordedEvent[] {
+  /**
+   * Internal (the subscription engine's read): up to `limit` matching events among the positions
+   * after `after`, looking at no more than `maxScan` of them, with the head read just before (every
+   * position up to it is committed, so an unfilled page proves there is nothing more up to there).
+   */
+  scanPage(after: number, filter: EventFilter, limit: number, maxScan: number): Promise<ScannedPage> {
+    try {
+      this.assertOpen();
+      const head = this.head();
+      const upTo = scanEnd(after, head, maxScan);
+      const events = this.page(after, upTo, filter, limit);
+      return Promise.resolve(scannedPage(events, limit, upTo, head));
+    } catch (err) {
+      return Promise.reject(err instanceof Error ? err : new Error(String(err)));
+    }
+  }
+
+  /** Up to `limit` events at positions in (`after`, `upTo`] that match the normalised `filter`. */
+  private page(after: number, upTo: number, filter: EventFilter, limit: number): RecordedEvent[] {
     const key = filterKey(filter);
     let q = this.pageQueries.get(key);
     if (!q) {
       const sql = filterSql(filter);
       const stmt = this.db
         .prepare(
-          `SELECT ${EVENT_COLUMNS} FROM idem_events WHERE position > ? AND ${sql.where} ORDER BY position LIMIT ?`,
+          `SELECT ${EVENT_COLUMNS} FROM idem_events WHERE position > ? AND position <= ? AND ${sql.where} ORDER BY position LIMIT ?`,
         )
         .raw(true);
       // A handful of filters per store in practice; the bound keeps a stream of one-off filters from growing it.
@@ -161,7 +181,7 @@ export class SqliteEventStore implements EventStore {
       q = { stmt, params: sql.params };
       this.pageQueries.set(key, q);
     }
-    return tuplesToRecordedEvents(q.stmt.all(after, ...q.params, limit) as EventTuple[]);
+    return tuplesToRecordedEvents(q.stmt.all(after, upTo, ...q.params, limit) as EventTuple[]);
   }
 
   async headPosition(): Promise<number> {
@@ -171,8 +191,8 @@ export class SqliteEventStore implements EventStore {
 
   /** The head position, synchronously (internal). */
   head(): number {
-    return (this.db.prepare('SELECT coalesce(max(position), 0) AS h FROM idem_events').get() as { h: number })
-      .h;
+    this.headStmt ??= this.db.prepare('SELECT coalesce(max(position), 0) AS h FROM idem_events').pluck();
+    return this.headStmt.get() as number;
   }
 
   async streamVersion(stream: string): Promise<number> {

@@ -1,5 +1,4 @@
 import type { RecordedEvent } from '../core/event.js';
-import type { EventFilter } from '../core/filter.js';
 import { ClosedError, FencedError, InvalidInputError, isIdemError } from '../core/errors.js';
 import type { FailureInfo, ParkInfo, Subscription, SubscriptionMessage } from '../core/subscription.js';
 import { validatePosition } from '../core/validation.js';
@@ -7,10 +6,24 @@ import { validateFailureInfo, validateParkInfo } from './parkInfo.js';
 import { ReadAhead } from './readAhead.js';
 import type { Fenced, SubscriptionStateBackend } from './stateBackend.js';
 import type { ResolvedSubscribeOptions } from './subscribeOptions.js';
-import type { SubscriptionSource } from './subscriptionSource.js';
+import { scannedPage, type ScannedPage, type SubscriptionSource } from './subscriptionSource.js';
 import { Wakeup } from './wakeup.js';
 
 const yieldToEventLoop = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+
+/**
+ * The most positions one read looks at, matching or not: a read with a filter that matches little
+ * stays short (on SQLite it runs on the event loop), and the read position moves on page by page.
+ */
+export const MAX_SCAN = 10_000;
+/**
+ * After a read that found only events the filter leaves out, the next waits this long (or the polling
+ * interval, if shorter) instead of running at every append: idle narrow subscriptions in a busy log
+ * cost a bounded number of reads, at the price of this much latency on their next matching event.
+ */
+const IDLE_SCAN_MS = 50;
+/** How often at most the stored cursor is moved past events the filter leaves out (see `settleCursor`). */
+const CURSOR_ADVANCE_MS = 1_000;
 
 /** What a subscription needs from the service that opened it. */
 export interface SubscriptionDeps {
@@ -39,6 +52,10 @@ export class DurableSubscription implements Subscription {
   private readPos: number;
   /** Highest position delivered in a normal (not redelivery) batch. */
   private highestDelivered: number;
+  /** Position of the last `caught_up` message: the client may acknowledge up to it. */
+  private caughtUpAt = 0;
+  /** When the stored cursor may next be moved past events the filter leaves out. */
+  private nextCursorAdvance = 0;
   /** Highest position the engine parked by itself (behind a dead letter), never delivered. */
   private autoParkedHigh = 0;
   /** Delivered in normal batches and not yet acknowledged, in position order. */
@@ -77,7 +94,7 @@ export class DurableSubscription implements Subscription {
     this.highestDelivered = position;
     this.blocked = new Set(blockedStreams);
     this.ahead = new ReadAhead(
-      (after, limit) => this.fetchPage(after, options.filter, limit),
+      (after, limit) => this.fetchPage(after, limit),
       options,
       () => (this.active ? this.outstanding.length + this.redelivered.size : null),
     );
@@ -104,16 +121,22 @@ export class DurableSubscription implements Subscription {
   async ack(position: number): Promise<void> {
     validatePosition(position, 'position');
     this.assertUsable();
-    const limit = Math.max(this.highestDelivered, this.redeliveredHigh);
+    const limit = Math.max(this.highestDelivered, this.redeliveredHigh, this.caughtUpAt);
     if (position > limit) {
-      throw new InvalidInputError('position', `must not exceed the last delivered position (${limit})`);
+      throw new InvalidInputError(
+        'position',
+        `must not exceed the last delivered or caught-up position (${limit})`,
+      );
     }
     await this.locked(async () => {
       this.assertUsable();
       const resolve = [...this.redelivered.values()].filter((e) => e.position <= position).map((e) => e.id);
       let target = Math.min(position, this.highestDelivered);
-      // Events the engine parked by itself after the last delivered one are recorded: ack past them.
-      if (position >= this.highestDelivered) target = Math.max(target, this.autoParkedHigh);
+      // Events the engine parked by itself after the last delivered one are recorded, and those up to
+      // the caught-up position that were not delivered are left out by the filter: ack past them.
+      if (position >= this.highestDelivered) {
+        target = Math.max(target, this.autoParkedHigh, Math.min(position, this.caughtUpAt));
+      }
       if (target <= this.cursor && resolve.length === 0) return;
       const result = await this.deps.backend.ack(this.consumer, this.epoch, target, resolve);
       if (!result.ok) throw this.lose(result);
@@ -195,11 +218,8 @@ export class DurableSubscription implements Subscription {
   }
 
   private async *run(): AsyncGenerator<SubscriptionMessage> {
-    const { filter, batchSize, maxInFlight } = this.options;
+    const { batchSize, maxInFlight } = this.options;
     let caughtUp = false;
-    // While pages come back full the log goes on, so the head (only needed to prove an empty page
-    // means "caught up") is not read before the next page.
-    let lastPageFull = false;
     try {
       for (;;) {
         if (this.stopped()) return;
@@ -218,41 +238,44 @@ export class DurableSubscription implements Subscription {
               continue;
             }
           }
-          // Read before the page, so that an empty page proves everything up to the head was read.
-          const head = caughtUp || lastPageFull ? null : await this.deps.source.headPosition();
-          const { events: read, full } = await this.readPage(filter, limit);
+          const from = this.readPos;
+          const page = await this.readPage(limit);
           if (this.stopped()) return;
-          lastPageFull = full;
-          if (read.length > 0) {
+          // The read stopped short of the head it saw (a full page, or as many positions as one read may look at).
+          const more = page.through < page.head;
+          if (page.events.length > 0) {
             // An owner that missed its heartbeats (a long pause) checks the lease before delivering.
             if (Date.now() >= this.leaseDeadline) await this.renew();
             if (this.stopped()) return;
-            this.readPos = read[read.length - 1]!.position;
-            const deliver = await this.locked(() => this.sortOut(read));
-            // The page now counts as outstanding (or parked), no longer as read ahead.
-            this.ahead.release();
-            if (lastPageFull) {
-              // A synchronous source (SQLite) never waits on I/O: without this, a catch-up would run
-              // to the head in one turn of the event loop, starving timers (lease heartbeats), I/O
-              // and V8's garbage-collection tasks. Live pages (not full) are delivered at once.
-              await yieldToEventLoop();
-              if (this.stopped()) return;
-            }
-            if (lastPageFull && this.deps.source.readAhead) this.ahead.start(this.readPos);
-            if (deliver.length > 0) yield { kind: 'events', events: deliver, redelivery: false };
-            continue;
           }
+          // Past the events the filter leaves out too, so that they are not read again.
+          this.readPos = page.through;
+          const deliver = page.events.length > 0 ? await this.locked(() => this.sortOut(page.events)) : [];
+          // The page now counts as outstanding (or parked), no longer as read ahead.
           this.ahead.release();
+          if (more) {
+            // A synchronous source (SQLite) never waits on I/O: without this, a catch-up would run
+            // to the head in one turn of the event loop, starving timers (lease heartbeats), I/O
+            // and V8's garbage-collection tasks. Live pages (read through the head) are delivered at once.
+            await yieldToEventLoop();
+            if (this.stopped()) return;
+            if (this.deps.source.readAhead) this.ahead.start(this.readPos);
+          }
+          if (deliver.length > 0) yield { kind: 'events', events: deliver, redelivery: false };
+          if (page.events.length > 0 || more) continue;
+          await this.settleCursor();
           if (!caughtUp) {
-            // The head was not read before this (empty) page: read it, then the page again.
-            if (head === null) continue;
             caughtUp = true;
-            yield { kind: 'caught_up', position: Math.max(head, this.readPos) };
+            this.caughtUpAt = this.readPos;
+            yield { kind: 'caught_up', position: this.readPos };
             continue;
           }
+          // Only events the filter leaves out arrived: look again after a pause, not at every append.
+          if (this.readPos > from) await this.pause(Math.min(IDLE_SCAN_MS, this.deps.pollIntervalMs));
         } else if (!caughtUp && (await this.deps.source.headPosition()) <= this.readPos) {
           // Everything up to the head is delivered though not yet acknowledged: say so now.
           caughtUp = true;
+          this.caughtUpAt = this.readPos;
           yield { kind: 'caught_up', position: this.readPos };
           continue;
         }
@@ -266,25 +289,50 @@ export class DurableSubscription implements Subscription {
 
   /**
    * The next page of the log after `readPos` (at most `limit` events): the first page read ahead, if
-   * any. `full`: the page came back with as many events as were asked for, so the log may go on.
+   * any, else a page read now.
    */
-  private async readPage(
-    filter: EventFilter,
-    limit: number,
-  ): Promise<{ events: RecordedEvent[]; full: boolean }> {
-    const taken = await this.ahead.take(this.readPos, limit);
-    if (taken) return taken;
-    const page = await this.fetchPage(this.readPos, filter, limit);
-    return { events: page, full: page.length >= limit };
+  private async readPage(limit: number): Promise<ScannedPage> {
+    return (await this.ahead.take(this.readPos, limit)) ?? this.fetchPage(this.readPos, limit);
   }
 
-  /** One page of the log: one query where the source can, else collected from `readAll`. */
-  private async fetchPage(after: number, filter: EventFilter, limit: number): Promise<RecordedEvent[]> {
+  /**
+   * One page of the log, looking at no more than `MAX_SCAN` positions where the source can (one
+   * query); else the head, then the events collected from `readPage` or `readAll`.
+   */
+  private async fetchPage(after: number, limit: number): Promise<ScannedPage> {
     const { source } = this.deps;
-    if (source.readPage) return source.readPage(after, filter, limit);
-    const read: RecordedEvent[] = [];
-    for await (const e of source.readAll({ after, filter, limit })) read.push(e);
-    return read;
+    const { filter } = this.options;
+    if (source.scanPage) return source.scanPage(after, filter, limit, MAX_SCAN);
+    // Read first: every position up to this head is committed, so an unfilled page read after it
+    // holds every matching event up to it.
+    const head = await source.headPosition();
+    let events: RecordedEvent[];
+    if (source.readPage) events = await source.readPage(after, filter, limit);
+    else {
+      events = [];
+      for await (const e of source.readAll({ after, filter, limit })) events.push(e);
+    }
+    return scannedPage(events, limit, Math.max(after, head), head);
+  }
+
+  /**
+   * Moves the stored cursor to the read position when nothing delivered awaits an ack (the events
+   * between were left out by the filter or parked), so that a narrow consumer shows no lag and a new
+   * owner does not read them again. At most once per `CURSOR_ADVANCE_MS`: an idle subscription in a
+   * busy log would otherwise write at every append.
+   */
+  private async settleCursor(): Promise<void> {
+    if (this.readPos <= this.cursor || this.outstanding.length > 0) return;
+    const now = Date.now();
+    if (now < this.nextCursorAdvance) return;
+    this.nextCursorAdvance = now + CURSOR_ADVANCE_MS;
+    await this.locked(async () => {
+      if (this.outstanding.length > 0 || this.readPos <= this.cursor || !this.active) return;
+      const result = await this.deps.backend.ack(this.consumer, this.epoch, this.readPos, []);
+      if (!result.ok) throw this.lose(result);
+      this.cursor = result.position;
+      this.highestDelivered = Math.max(this.highestDelivered, this.cursor);
+    });
   }
 
   /**
@@ -394,6 +442,14 @@ export class DurableSubscription implements Subscription {
   private assertUsable(): void {
     if (this.lost) throw this.lost;
     if (this.closed) throw new ClosedError(`subscription of consumer "${this.consumer}"`);
+  }
+
+  /** Waits `ms`, or less if the subscription ends meanwhile. */
+  private async pause(ms: number): Promise<void> {
+    const until = Date.now() + ms;
+    for (let left = ms; left > 0 && this.active; left = until - Date.now()) {
+      await this.wake.wait(this.wake.generation, left);
+    }
   }
 
   /** Runs state changes one at a time, so acks, parks and the delivery loop never interleave. */

@@ -1,28 +1,22 @@
-import type { RecordedEvent } from '../core/event.js';
+import type { ScannedPage } from './subscriptionSource.js';
 
 /** A page of the log being read ahead: up to `limit` events after position `after`. */
 interface AheadPage {
   after: number;
   limit: number;
-  page: Promise<RecordedEvent[]>;
-}
-
-/** A page of the log and whether it came back with as many events as were asked for. */
-export interface TakenPage {
-  events: RecordedEvent[];
-  full: boolean;
+  page: Promise<ScannedPage>;
 }
 
 /**
  * The pages a subscription reads ahead, for sources whose reads wait on I/O: while the consumer
- * processes the pages delivered, the next ones are read one after the other, as long as they keep
- * coming back full and `maxInFlight` leaves room. The pages read ahead count against `maxInFlight`
- * together with what the subscription holds (`held`), so memory stays bounded by `maxInFlight`
- * events. With the consumer runtime's defaults a whole catch-up transaction's pages are read while
- * the one before commits.
+ * processes the pages delivered, the next ones are read one after the other, as long as the log
+ * goes on beyond them and `maxInFlight` leaves room. The pages read ahead count against
+ * `maxInFlight` together with what the subscription holds (`held`), so memory stays bounded by
+ * `maxInFlight` events. With the consumer runtime's defaults a whole catch-up transaction's pages
+ * are read while the one before commits.
  */
 export class ReadAhead {
-  /** Pages read ahead, in log order, each after the last event of the one before. */
+  /** Pages read ahead, in log order, each after the position the one before read through. */
   private pages: AheadPage[] = [];
   /** Bumped when the pages are dropped, so that a chain of reads in progress stops. */
   private generation = 0;
@@ -33,7 +27,7 @@ export class ReadAhead {
 
   constructor(
     /** One page of the log: up to `limit` events after `after`. */
-    private readonly fetch: (after: number, limit: number) => Promise<RecordedEvent[]>,
+    private readonly fetch: (after: number, limit: number) => Promise<ScannedPage>,
     private readonly options: { batchSize: number; maxInFlight: number },
     /** Events the subscription holds (delivered and unacknowledged), or null once it has ended. */
     private readonly held: () => number | null,
@@ -59,7 +53,7 @@ export class ReadAhead {
    * The first page read ahead, when it follows on from `readPos`, kept to `limit` events; null (and
    * the pages dropped) when none does. Its room stays counted until `release`.
    */
-  async take(readPos: number, limit: number): Promise<TakenPage | null> {
+  async take(readPos: number, limit: number): Promise<ScannedPage | null> {
     const first = this.pages[0];
     if (!first || first.after !== readPos) {
       this.drop();
@@ -68,11 +62,12 @@ export class ReadAhead {
     this.pages.shift();
     this.taken = first.limit;
     const page = await first.page;
-    if (page.length <= limit) return { events: page, full: page.length >= first.limit };
+    if (page.events.length <= limit) return page;
     // Redeliveries took some of the room since: keep to the limit (the read position follows, and
     // the pages after this one no longer follow on from it).
     this.drop();
-    return { events: page.slice(0, limit), full: true };
+    const events = page.events.slice(0, limit);
+    return { events, through: events[events.length - 1]!.position, head: page.head };
   }
 
   /** The page `take` returned is delivered (or parked): its room no longer counts as read ahead. */
@@ -99,13 +94,13 @@ export class ReadAhead {
   private async chain(readPos: number): Promise<void> {
     const generation = this.generation;
     const { batchSize, maxInFlight } = this.options;
-    // The last page queued by this chain (or before it) and its last position, once read.
+    // Where the last page queued by this chain (or before it) read through, once read.
     let after = readPos;
     const last = this.pages[this.pages.length - 1];
     if (last) {
       const page = await last.page;
-      if (generation !== this.generation || page.length < last.limit) return;
-      after = page[page.length - 1]!.position;
+      if (generation !== this.generation || page.through >= page.head) return;
+      after = page.through;
     }
     for (;;) {
       const held = this.held();
@@ -118,9 +113,9 @@ export class ReadAhead {
       entry.page.catch(() => undefined);
       this.pages.push(entry);
       const page = await entry.page;
-      // A page that is not full reached the head: live reads are not read ahead.
-      if (page.length < entry.limit) return;
-      after = page[page.length - 1]!.position;
+      // A page that read through the head it saw: live reads are not read ahead.
+      if (page.through >= page.head) return;
+      after = page.through;
     }
   }
 }

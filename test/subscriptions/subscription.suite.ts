@@ -22,6 +22,7 @@ import { adminTests } from './suite/admin.js';
 import type { MakeStore } from './suite/context.js';
 import { deliveryTests } from './suite/delivery.js';
 import { leaseTests } from './suite/leases.js';
+import { narrowFilterTests } from './suite/narrowFilters.js';
 import { parkingTests } from './suite/parking.js';
 
 export type { MakeStore, StoreFixture } from './suite/context.js';
@@ -37,5 +38,6 @@ export function describeSubscriptions(
     leaseTests(makeStore);
     parkingTests(makeStore);
     adminTests(makeStore);
+    narrowFilterTests(makeStore);
   });
 }
