@@ -15,7 +15,12 @@ import type { ConsumerAdmin, DeadLetterAdmin, SubscribeOptions, Subscription } f
 import { prepareAppend, validateLimit, validatePosition, validateStreamName } from '../core/validation.js';
 import { AppendListeners } from '../core/appendListeners.js';
 import { SubscriptionService } from '../subscriptions/subscriptionService.js';
-import { scanEnd, scannedPage, type ScannedPage } from '../subscriptions/subscriptionSource.js';
+import {
+  scanEnd,
+  scannedPage,
+  type MatchCount,
+  type ScannedPage,
+} from '../subscriptions/subscriptionSource.js';
 import { MemorySubscriptionState } from './subscriptionState.js';
 
 export interface MemoryStoreOptions {
@@ -146,6 +151,19 @@ export class MemoryEventStore implements EventStore {
       if (matchesFilter(filter, e)) events.push(structuredClone(e));
     }
     return Promise.resolve(scannedPage(events, limit, upTo, head));
+  }
+
+  /** Internal (lag): the events at positions in (`after`, `upTo`] that match `filter`. */
+  countMatching(after: number, upTo: number, filter: EventFilter): Promise<MatchCount> {
+    let count = 0;
+    let oldest: string | null = null;
+    for (let i = after; i < Math.min(upTo, this.log.length); i++) {
+      const e = this.log[i]!.event;
+      if (!matchesFilter(filter, e)) continue;
+      oldest ??= e.recordedAt;
+      count++;
+    }
+    return Promise.resolve({ count, oldest });
   }
 
   headPosition(): Promise<number> {

@@ -11,13 +11,24 @@ import { appendEvents } from './appendEvents.js';
 import { AppendNotifier } from './appendNotifier.js';
 import { withReconnect, type RetryOptions } from './connectionFaults.js';
 import { guardPool } from './checkout.js';
-import { EVENT_TUPLE_COLUMNS, filterSql, tuplesToRecordedEvents, type PgEventTuple } from './eventRows.js';
+import {
+  EVENT_TUPLE_COLUMNS,
+  filterSql,
+  isoText,
+  tuplesToRecordedEvents,
+  type PgEventTuple,
+} from './eventRows.js';
 import { loadPg } from './loadPg.js';
 import { EVENT_STORE_MIGRATIONS, runPgMigrations, type PgMigration } from './migrations.js';
 import { SUBSCRIPTION_MIGRATIONS } from './subscriptionSchema.js';
 import { PgSubscriptionState } from './subscriptionState.js';
 import { SubscriptionService } from '../subscriptions/subscriptionService.js';
-import { scanEnd, scannedPage, type ScannedPage } from '../subscriptions/subscriptionSource.js';
+import {
+  scanEnd,
+  scannedPage,
+  type MatchCount,
+  type ScannedPage,
+} from '../subscriptions/subscriptionSource.js';
 import { appendChannel, DEFAULT_SCHEMA, quoteSchema, validateSchemaName } from './schemaName.js';
 
 export interface PostgresStoreOptions {
@@ -210,6 +221,19 @@ export class PostgresEventStore implements EventStore {
         ? []
         : tuplesToRecordedEvents(rows as unknown as PgEventTuple[]);
     return scannedPage(events, limit, scanEnd(after, head, maxScan), head);
+  }
+
+  /** Internal (lag): the events at positions in (`after`, `upTo`] that match `filter`, counted in one query. */
+  async countMatching(after: number, upTo: number, filter: EventFilter): Promise<MatchCount> {
+    this.assertOpen();
+    const sql = filterSql(filter, 3);
+    const rows = await this.query<{ count: number; oldest: string | null }>(
+      `SELECT count(*)::int AS count,
+        ${isoText('min(recorded_at)')} AS oldest
+        FROM ${this.s}.events WHERE position > $1 AND position <= $2 AND ${sql.where}`,
+      [after, upTo, ...sql.params],
+    );
+    return { count: rows[0]?.count ?? 0, oldest: rows[0]?.oldest ?? null };
   }
 
   /** Runs a read of `EVENT_TUPLE_COLUMNS` (rows as arrays: no object per row to build and drop). */

@@ -9,7 +9,12 @@ import { DEFAULT_LIMITS, type StoreLimits } from '../core/limits.js';
 import type { ConsumerAdmin, DeadLetterAdmin, SubscribeOptions, Subscription } from '../core/subscription.js';
 import { prepareAppend, validateLimit, validatePosition, validateStreamName } from '../core/validation.js';
 import { SubscriptionService } from '../subscriptions/subscriptionService.js';
-import { scanEnd, scannedPage, type ScannedPage } from '../subscriptions/subscriptionSource.js';
+import {
+  scanEnd,
+  scannedPage,
+  type MatchCount,
+  type ScannedPage,
+} from '../subscriptions/subscriptionSource.js';
 import { SqliteSubscriptionState } from './subscriptionState.js';
 import { AppendBatcher } from './appendBatcher.js';
 import { EVENT_COLUMNS, filterSql, tuplesToRecordedEvents, type EventTuple } from './eventRows.js';
@@ -52,6 +57,11 @@ export class SqliteEventStore implements EventStore {
   private readonly pageSize: number;
   /** Prepared page queries of `readAll` and the subscriptions, by filter (raw mode: rows as arrays). */
   private readonly pageQueries = new Map<string, { stmt: Database.Statement; params: (string | number)[] }>();
+  /** Prepared lag counts (`countMatching`), by filter. */
+  private readonly countQueries = new Map<
+    string,
+    { stmt: Database.Statement; params: (string | number)[] }
+  >();
   private streamPageStmt: Database.Statement | undefined;
   private headStmt: Database.Statement | undefined;
   private closed = false;
@@ -160,6 +170,30 @@ export class SqliteEventStore implements EventStore {
       const upTo = scanEnd(after, head, maxScan);
       const events = this.page(after, upTo, filter, limit);
       return Promise.resolve(scannedPage(events, limit, upTo, head));
+    } catch (err) {
+      return Promise.reject(err instanceof Error ? err : new Error(String(err)));
+    }
+  }
+
+  /** Internal (lag): the events at positions in (`after`, `upTo`] that match `filter`, counted in one query. */
+  countMatching(after: number, upTo: number, filter: EventFilter): Promise<MatchCount> {
+    try {
+      this.assertOpen();
+      const key = filterKey(filter);
+      let q = this.countQueries.get(key);
+      if (!q) {
+        const sql = filterSql(filter);
+        const stmt = this.db
+          .prepare(
+            `SELECT count(*), min(recorded_at) FROM idem_events WHERE position > ? AND position <= ? AND ${sql.where}`,
+          )
+          .raw(true);
+        if (this.countQueries.size >= 64) this.countQueries.clear();
+        q = { stmt, params: sql.params };
+        this.countQueries.set(key, q);
+      }
+      const [count, oldest] = q.stmt.get(after, upTo, ...q.params) as [number, string | null];
+      return Promise.resolve({ count, oldest });
     } catch (err) {
       return Promise.reject(err instanceof Error ? err : new Error(String(err)));
     }

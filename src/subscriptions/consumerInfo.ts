@@ -1,8 +1,12 @@
 import type { ConsumerInfo, ConsumerStatus } from '../core/subscription.js';
 import type { ConsumerState } from './stateBackend.js';
-import type { SubscriptionSource } from './subscriptionSource.js';
+import type { EventFilter } from '../core/filter.js';
+import type { MatchCount, SubscriptionSource } from './subscriptionSource.js';
 
-/** Up to this many events behind, lag is counted exactly (matching events); beyond it, by position. */
+/**
+ * Lag counts the matching events among at most this many positions after the cursor (one query per
+ * consumer); a consumer further behind counts every position beyond them too.
+ */
 export const EXACT_LAG_LIMIT = 10_000;
 
 /** True while `state` has an owner whose lease has not run out. */
@@ -25,21 +29,13 @@ export async function consumerInfo(
   const behind = Math.max(0, head - state.position);
   let lag = 0;
   let lagSeconds = 0;
-  let first = true;
   if (behind > 0) {
-    const exact = behind <= EXACT_LAG_LIMIT;
-    for await (const e of source.readAll({
-      after: state.position,
-      filter: state.filter,
-      ...(exact ? {} : { limit: 1 }),
-    })) {
-      if (first) {
-        lagSeconds = Math.max(0, (now - Date.parse(e.recordedAt)) / 1000);
-        first = false;
-      }
-      lag++;
-    }
-    if (!exact && lag > 0) lag = behind;
+    const upTo = Math.min(head, state.position + EXACT_LAG_LIMIT);
+    const counted = await countMatching(source, state.position, upTo, state.filter);
+    lag = counted.count + (head - upTo);
+    // Beyond the positions counted, the first one not counted is as old as a match there can be.
+    const oldest = counted.oldest ?? (upTo < head ? await recordedAfter(source, upTo) : null);
+    if (oldest !== null) lagSeconds = Math.max(0, (now - Date.parse(oldest)) / 1000);
   }
   const live = leaseLive(state, now);
   const status: ConsumerStatus = live
@@ -66,4 +62,28 @@ export async function consumerInfo(
     createdAt: state.createdAt,
     updatedAt: state.updatedAt,
   };
+}
+
+/** The source's `countMatching`, or the same collected from `readAll`. */
+async function countMatching(
+  source: SubscriptionSource,
+  after: number,
+  upTo: number,
+  filter: EventFilter,
+): Promise<MatchCount> {
+  if (source.countMatching) return source.countMatching(after, upTo, filter);
+  let count = 0;
+  let oldest: string | null = null;
+  for await (const e of source.readAll({ after, filter })) {
+    if (e.position > upTo) break;
+    oldest ??= e.recordedAt;
+    count++;
+  }
+  return { count, oldest };
+}
+
+/** When the event right after `position` was recorded (null past the head). */
+async function recordedAfter(source: SubscriptionSource, position: number): Promise<string | null> {
+  for await (const e of source.readAll({ after: position, limit: 1 })) return e.recordedAt;
+  return null;
 }

@@ -42,6 +42,18 @@ export interface SubscriptionSource {
    * the consumer processes the current one. Not worth it for a synchronous embedded read.
    */
   readonly readAhead?: boolean;
+  /**
+   * Optional fast path for lag: how many events at positions in (`after`, `upTo`] match `filter`, and
+   * the earliest `recordedAt` among them, counted in one query without reading the events out.
+   */
+  countMatching?(after: number, upTo: number, filter: EventFilter): Promise<MatchCount>;
+}
+
+/** What `countMatching` answers. */
+export interface MatchCount {
+  count: number;
+  /** The earliest `recordedAt` of the matching events; null when none matches. */
+  oldest: string | null;
 }
 
 /** The last position a scan of at most `maxScan` positions after `after` may look at, given the head. */

@@ -7,6 +7,7 @@ import type { EventFilter } from '../../src/core/filter.js';
 import { createMemoryStore } from '../../src/memory/memoryStore.js';
 import { MemorySubscriptionState } from '../../src/memory/subscriptionState.js';
 import { openSqliteStore } from '../../src/sqlite/sqliteStore.js';
+import { EXACT_LAG_LIMIT } from '../../src/subscriptions/consumerInfo.js';
 import { MAX_SCAN } from '../../src/subscriptions/durableSubscription.js';
 import type { ScannedPage, SubscriptionSource } from '../../src/subscriptions/subscriptionSource.js';
 import { SubscriptionService } from '../../src/subscriptions/subscriptionService.js';
@@ -121,6 +122,42 @@ describe('an idle subscription whose filter matches nothing', () => {
       } finally {
         await reader.stop();
       }
+    } finally {
+      await service.close();
+      await store.close();
+    }
+  });
+});
+
+describe('lag', () => {
+  it('is one count over at most EXACT_LAG_LIMIT positions per consumer, plus the positions beyond', async () => {
+    const store = createMemoryStore();
+    const counts: { after: number; upTo: number }[] = [];
+    const source: SubscriptionSource = {
+      readAll: (o) => store.readAll(o),
+      headPosition: () => store.headPosition(),
+      countMatching(after, upTo, filter) {
+        counts.push({ after, upTo });
+        return store.countMatching(after, upTo, filter);
+      },
+    };
+    const service = new SubscriptionService(source, new MemorySubscriptionState());
+    try {
+      const total = EXACT_LAG_LIMIT + 1_000;
+      for (let i = 0; i < total; i += 500) {
+        await store.append(
+          i === 0 ? 'mine-1' : `other-${i}`,
+          Array.from({ length: 500 }, () => ({ type: 't', data: null })),
+        );
+      }
+      // Registered at the start, never run: 500 matching events among the positions counted.
+      await (await service.subscribe('narrow_v1', { filter: { categories: ['mine'] } })).close();
+      await (await service.subscribe('none_v1', { filter: { categories: ['zz'] } })).close();
+      const infos = await service.consumers.list();
+      const lag = Object.fromEntries(infos.map((i) => [i.name, i.lag]));
+      assert.deepEqual(lag, { narrow_v1: 500 + 1_000, none_v1: 1_000 });
+      assert.equal(counts.length, 2);
+      assert.ok(counts.every((c) => c.upTo - c.after === EXACT_LAG_LIMIT));
     } finally {
       await service.close();
       await store.close();
