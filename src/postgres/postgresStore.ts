@@ -4,6 +4,7 @@ import type { AppendResult, NewEvent, RecordedEvent } from '../core/event.js';
 import { ClosedError, InvalidInputError } from '../core/errors.js';
 import { filterKey, normalizeFilter, type EventFilter } from '../core/filter.js';
 import { DEFAULT_LIMITS, type StoreLimits } from '../core/limits.js';
+import { QueryCache } from '../core/queryCache.js';
 import type { ConsumerAdmin, DeadLetterAdmin, SubscribeOptions, Subscription } from '../core/subscription.js';
 import { validateLimit, validatePosition, validateStreamName } from '../core/validation.js';
 import { AppendBatcher } from './appendBatcher.js';
@@ -69,9 +70,9 @@ export class PostgresEventStore implements EventStore {
   /** Reads are round trips: subscriptions read the next page while the current one is processed. */
   readonly readAhead = true;
   /** Page queries of `readAll` and the subscriptions, by filter. */
-  private readonly pageQueries = new Map<string, { text: string; params: string[][] }>();
+  private readonly pageQueries = new QueryCache<{ text: string; params: string[][] }>();
   /** Scan queries of the subscriptions (`scanPage`), by filter. */
-  private readonly scanQueries = new Map<string, { text: string; params: string[][] }>();
+  private readonly scanQueries = new QueryCache<{ text: string; params: string[][] }>();
   private closed = false;
   private faults = 0;
 
@@ -167,18 +168,13 @@ export class PostgresEventStore implements EventStore {
    */
   async readPage(after: number, filter: EventFilter, limit: number): Promise<RecordedEvent[]> {
     this.assertOpen();
-    const key = filterKey(filter);
-    let q = this.pageQueries.get(key);
-    if (!q) {
+    const q = this.pageQueries.get(filterKey(filter), () => {
       const sql = filterSql(filter, 3);
-      q = {
+      return {
         text: `SELECT ${EVENT_TUPLE_COLUMNS} FROM ${this.s}.events WHERE position > $1 AND ${sql.where} ORDER BY position LIMIT $2`,
         params: sql.params,
       };
-      // A handful of filters per store in practice; the bound keeps one-off filters from growing it.
-      if (this.pageQueries.size >= 64) this.pageQueries.clear();
-      this.pageQueries.set(key, q);
-    }
+    });
     return this.queryEvents(q.text, [after, limit, ...q.params]);
   }
 
@@ -191,22 +187,20 @@ export class PostgresEventStore implements EventStore {
    */
   async scanPage(after: number, filter: EventFilter, limit: number, maxScan: number): Promise<ScannedPage> {
     this.assertOpen();
-    const key = filterKey(filter);
-    let q = this.scanQueries.get(key);
-    if (!q) {
+    const q = this.scanQueries.get(filterKey(filter), () => {
       const sql = filterSql(filter, 4);
-      q = {
+      return {
         // The event columns first, so each row reads as a `PgEventTuple`; the head last, also on the
         // one row of nulls that says "no event matched".
-        text: `SELECT e.*, h.position FROM ${this.s}.head h LEFT JOIN LATERAL (
+        // (The head as a one-row subquery: planned as one row, the statement stays cheap enough that
+        // PostgreSQL does not compile it with JIT, which costs more than the read.)
+        text: `SELECT e.*, h.position FROM (SELECT position FROM ${this.s}.head WHERE id LIMIT 1) h LEFT JOIN LATERAL (
             SELECT ${EVENT_TUPLE_COLUMNS} FROM ${this.s}.events
             WHERE position > $1 AND position <= least(h.position, $1 + $3) AND ${sql.where}
-            ORDER BY position LIMIT $2) e ON true WHERE h.id`,
+            ORDER BY position LIMIT $2) e ON true`,
         params: sql.params,
       };
-      if (this.scanQueries.size >= 64) this.scanQueries.clear();
-      this.scanQueries.set(key, q);
-    }
+    });
     const text = q.text;
     const values = [after, limit, maxScan, ...q.params];
     const r = await withReconnect(

@@ -6,6 +6,7 @@ import { ClosedError, InvalidInputError } from '../core/errors.js';
 import { parseExpectedVersion } from '../core/expectedVersion.js';
 import { filterKey, normalizeFilter, type EventFilter } from '../core/filter.js';
 import { DEFAULT_LIMITS, type StoreLimits } from '../core/limits.js';
+import { QueryCache } from '../core/queryCache.js';
 import type { ConsumerAdmin, DeadLetterAdmin, SubscribeOptions, Subscription } from '../core/subscription.js';
 import { prepareAppend, validateLimit, validatePosition, validateStreamName } from '../core/validation.js';
 import { SubscriptionService } from '../subscriptions/subscriptionService.js';
@@ -41,6 +42,12 @@ export interface SqliteStoreOptions {
   readPageSize?: number;
 }
 
+/** A statement prepared for one filter, with the filter's parameters. */
+interface PreparedFilterQuery {
+  stmt: Database.Statement;
+  params: (string | number)[];
+}
+
 /**
  * The embedded event store: one SQLite file in WAL mode, shared safely by several processes.
  * Appends that arrive together are committed in one transaction (group commit), each with its own
@@ -56,12 +63,9 @@ export class SqliteEventStore implements EventStore {
   private readonly listeners = new AppendListeners();
   private readonly pageSize: number;
   /** Prepared page queries of `readAll` and the subscriptions, by filter (raw mode: rows as arrays). */
-  private readonly pageQueries = new Map<string, { stmt: Database.Statement; params: (string | number)[] }>();
+  private readonly pageQueries = new QueryCache<PreparedFilterQuery>();
   /** Prepared lag counts (`countMatching`), by filter. */
-  private readonly countQueries = new Map<
-    string,
-    { stmt: Database.Statement; params: (string | number)[] }
-  >();
+  private readonly countQueries = new QueryCache<PreparedFilterQuery>();
   private streamPageStmt: Database.Statement | undefined;
   private headStmt: Database.Statement | undefined;
   private closed = false;
@@ -179,19 +183,15 @@ export class SqliteEventStore implements EventStore {
   countMatching(after: number, upTo: number, filter: EventFilter): Promise<MatchCount> {
     try {
       this.assertOpen();
-      const key = filterKey(filter);
-      let q = this.countQueries.get(key);
-      if (!q) {
+      const q = this.countQueries.get(filterKey(filter), () => {
         const sql = filterSql(filter);
         const stmt = this.db
           .prepare(
             `SELECT count(*), min(recorded_at) FROM idem_events WHERE position > ? AND position <= ? AND ${sql.where}`,
           )
           .raw(true);
-        if (this.countQueries.size >= 64) this.countQueries.clear();
-        q = { stmt, params: sql.params };
-        this.countQueries.set(key, q);
-      }
+        return { stmt, params: sql.params };
+      });
       const [count, oldest] = q.stmt.get(after, upTo, ...q.params) as [number, string | null];
       return Promise.resolve({ count, oldest });
     } catch (err) {
@@ -201,20 +201,15 @@ export class SqliteEventStore implements EventStore {
 
   /** Up to `limit` events at positions in (`after`, `upTo`] that match the normalised `filter`. */
   private page(after: number, upTo: number, filter: EventFilter, limit: number): RecordedEvent[] {
-    const key = filterKey(filter);
-    let q = this.pageQueries.get(key);
-    if (!q) {
+    const q = this.pageQueries.get(filterKey(filter), () => {
       const sql = filterSql(filter);
       const stmt = this.db
         .prepare(
           `SELECT ${EVENT_COLUMNS} FROM idem_events WHERE position > ? AND position <= ? AND ${sql.where} ORDER BY position LIMIT ?`,
         )
         .raw(true);
-      // A handful of filters per store in practice; the bound keeps a stream of one-off filters from growing it.
-      if (this.pageQueries.size >= 64) this.pageQueries.clear();
-      q = { stmt, params: sql.params };
-      this.pageQueries.set(key, q);
-    }
+      return { stmt, params: sql.params };
+    });
     return tuplesToRecordedEvents(q.stmt.all(after, upTo, ...q.params, limit) as EventTuple[]);
   }
 

@@ -21,7 +21,7 @@ export const MAX_SCAN = 10_000;
  * interval, if shorter) instead of running at every append: idle narrow subscriptions in a busy log
  * cost a bounded number of reads, at the price of this much latency on their next matching event.
  */
-const IDLE_SCAN_MS = 50;
+const IDLE_SCAN_MS = 100;
 /** How often at most the stored cursor is moved past events the filter leaves out (see `settleCursor`). */
 const CURSOR_ADVANCE_MS = 1_000;
 
