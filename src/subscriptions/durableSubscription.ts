@@ -17,13 +17,12 @@ const yieldToEventLoop = (): Promise<void> => new Promise((resolve) => setImmedi
  */
 export const MAX_SCAN = 10_000;
 /**
- * After a read that found only events the filter leaves out, the next waits this long (or the polling
- * interval, if shorter) instead of running at every append: idle narrow subscriptions in a busy log
- * cost a bounded number of reads, at the price of this much latency on their next matching event.
+ * How often at most the stored cursor is moved past events the filter leaves out (see `settleCursor`),
+ * unless it falls `CURSOR_ADVANCE_POSITIONS` behind. Lag counts matching events, so a cursor behind
+ * by left-out events alone still shows lag 0 while it is within the positions lag counts.
  */
-const IDLE_SCAN_MS = 100;
-/** How often at most the stored cursor is moved past events the filter leaves out (see `settleCursor`). */
-const CURSOR_ADVANCE_MS = 1_000;
+const CURSOR_ADVANCE_MS = 10_000;
+const CURSOR_ADVANCE_POSITIONS = 5_000;
 
 /** What a subscription needs from the service that opened it. */
 export interface SubscriptionDeps {
@@ -56,6 +55,8 @@ export class DurableSubscription implements Subscription {
   private caughtUpAt = 0;
   /** When the stored cursor may next be moved past events the filter leaves out. */
   private nextCursorAdvance = 0;
+  /** A position up to which every event was acknowledged, parked or left out by the filter. */
+  private settled = 0;
   /** Highest position the engine parked by itself (behind a dead letter), never delivered. */
   private autoParkedHigh = 0;
   /** Delivered in normal batches and not yet acknowledged, in position order. */
@@ -199,6 +200,8 @@ export class DurableSubscription implements Subscription {
     this.wake.notify();
     try {
       await this.locked(async () => {
+        // The next owner starts after the events left out by the filter too.
+        await this.storeSettled().catch(() => undefined);
         const result = await this.deps.backend.release(this.consumer, this.epoch);
         // Fenced here means another owner took over already: nothing left to release.
         void result;
@@ -270,8 +273,10 @@ export class DurableSubscription implements Subscription {
             yield { kind: 'caught_up', position: this.readPos };
             continue;
           }
-          // Only events the filter leaves out arrived: look again after a pause, not at every append.
-          if (this.readPos > from) await this.pause(Math.min(IDLE_SCAN_MS, this.deps.pollIntervalMs));
+          // Only events the filter leaves out arrived: look again after the polling interval, not at
+          // every append, so that idle narrow subscriptions in a busy log cost a bounded number of
+          // reads (at the price of that much latency on their next matching event).
+          if (this.readPos > from) await this.pause(this.deps.pollIntervalMs);
         } else if (!caughtUp && (await this.deps.source.headPosition()) <= this.readPos) {
           // Everything up to the head is delivered though not yet acknowledged: say so now.
           caughtUp = true;
@@ -322,17 +327,23 @@ export class DurableSubscription implements Subscription {
    * busy log would otherwise write at every append.
    */
   private async settleCursor(): Promise<void> {
-    if (this.readPos <= this.cursor || this.outstanding.length > 0) return;
+    if (this.outstanding.length > 0) return;
+    // Every event up to here is acknowledged, parked, or left out by the filter.
+    this.settled = this.readPos;
     const now = Date.now();
-    if (now < this.nextCursorAdvance) return;
+    if (now < this.nextCursorAdvance && this.settled - this.cursor < CURSOR_ADVANCE_POSITIONS) return;
+    if (this.settled <= this.cursor) return;
     this.nextCursorAdvance = now + CURSOR_ADVANCE_MS;
-    await this.locked(async () => {
-      if (this.outstanding.length > 0 || this.readPos <= this.cursor || !this.active) return;
-      const result = await this.deps.backend.ack(this.consumer, this.epoch, this.readPos, []);
-      if (!result.ok) throw this.lose(result);
-      this.cursor = result.position;
-      this.highestDelivered = Math.max(this.highestDelivered, this.cursor);
-    });
+    await this.locked(() => this.storeSettled());
+  }
+
+  /** Stores `settled` as the cursor while nothing delivered awaits an ack. */
+  private async storeSettled(): Promise<void> {
+    if (this.outstanding.length > 0 || this.settled <= this.cursor || this.lost) return;
+    const result = await this.deps.backend.ack(this.consumer, this.epoch, this.settled, []);
+    if (!result.ok) throw this.lose(result);
+    this.cursor = result.position;
+    this.highestDelivered = Math.max(this.highestDelivered, this.cursor);
   }
 
   /**

@@ -129,6 +129,40 @@ describe('an idle subscription whose filter matches nothing', () => {
   });
 });
 
+describe('closing a narrow subscription', () => {
+  it('stores the position past the events its filter left out, so the next owner does not read them again', async () => {
+    const store = createMemoryStore();
+    const reads: number[] = [];
+    const source: SubscriptionSource = {
+      readAll: (o) => store.readAll(o),
+      headPosition: () => store.headPosition(),
+      onAppend: (listener) => store.onAppend(listener),
+      async scanPage(after, filter, limit, maxScan) {
+        const page = await store.scanPage(after, filter, limit, maxScan);
+        reads.push(page.through);
+        return page;
+      },
+    };
+    const service = new SubscriptionService(source, new MemorySubscriptionState(), { pollIntervalMs: 5 });
+    const filter = { categories: ['zz'] };
+    try {
+      await store.append('other-1', [{ type: 't', data: null }]);
+      const reader = new Reader(await service.subscribe('narrow_v1', { filter }));
+      await reader.waitFor(() => reader.messages.some((m) => m.kind === 'caught_up'), 'caught_up');
+      for (let i = 0; i < 5; i++) await store.append(`other-${i}`, [{ type: 't', data: null }]);
+      await until(() => reads.includes(6), { message: 'a read through position 6' });
+      await reader.stop();
+      assert.equal((await service.consumers.get('narrow_v1')).position, 6);
+      const again = await service.subscribe('narrow_v1', { filter });
+      assert.equal(again.startPosition, 6);
+      await again.close();
+    } finally {
+      await service.close();
+      await store.close();
+    }
+  });
+});
+
 describe('lag', () => {
   it('is one count over at most EXACT_LAG_LIMIT positions per consumer, plus the positions beyond', async () => {
     const store = createMemoryStore();

@@ -9,10 +9,6 @@ import type { BenchRow, Scenario, ScenarioContext } from '../types.js';
 import { newEvent, populate, streamOf } from '../workload.js';
 
 const NAME = 'idle-subscriptions';
-/** Idle subscriptions whose filters match nothing. */
-const SUBSCRIPTIONS = 100;
-/** Consumers listed for the lag row. */
-const CONSUMERS = 500;
 /** Concurrent appenders, one event per call: the store's group commit at full speed. */
 const APPENDERS = 16;
 
@@ -78,18 +74,19 @@ async function idleSubscriptions(
  */
 async function idleCost(ctx: ScenarioContext, label: string, store: EventStore): Promise<BenchRow[]> {
   const head = await store.headPosition();
+  const subscriptions = ctx.size(100, 100, 1);
   const ms = ctx.quick ? 2_000 : 10_000;
   ctx.log(`${NAME} (${label}): warm-up appends`);
   let appended = (await appendFor(store, 500, head)).events;
   ctx.log(`${NAME} (${label}): appends without subscriptions, ${ms} ms`);
   const without = await appendFor(store, ms, head + appended);
   appended += without.events;
-  ctx.log(`${NAME} (${label}): ${SUBSCRIPTIONS} subscriptions catching up on ${head + appended} events`);
+  ctx.log(`${NAME} (${label}): ${subscriptions} subscriptions catching up on ${head + appended} events`);
   const started = process.hrtime.bigint();
-  const idle = await idleSubscriptions(store, SUBSCRIPTIONS);
+  const idle = await idleSubscriptions(store, subscriptions);
   await idle.caughtUp;
   const catchUpSeconds = Number(process.hrtime.bigint() - started) / 1e9;
-  ctx.log(`${NAME} (${label}): appends with ${SUBSCRIPTIONS} idle subscriptions, ${ms} ms`);
+  ctx.log(`${NAME} (${label}): appends with ${subscriptions} idle subscriptions, ${ms} ms`);
   const withSubs = await appendFor(store, ms, head + appended);
   await Promise.all(idle.subs.map((s) => s.close()));
   await idle.done;
@@ -107,7 +104,7 @@ async function idleCost(ctx: ScenarioContext, label: string, store: EventStore):
     base,
     row({
       scenario: NAME,
-      shape: `${label}: appends with ${SUBSCRIPTIONS} idle subscriptions (filters match nothing) on a ${head}-event log; CPU they cost`,
+      shape: `${label}: appends with ${subscriptions} idle subscriptions (filters match nothing) on a ${head}-event log; CPU they cost`,
       measured: withSubs,
       against: base,
       target: { text: 'idle subscriptions < 5% of one core', met: idlePercent < 5 },
@@ -120,7 +117,7 @@ async function idleCost(ctx: ScenarioContext, label: string, store: EventStore):
   ];
 }
 
-/** Lists `CONSUMERS` consumers, each `behind` positions behind the head (registered there, never run). */
+/** Lists 500 consumers (scaled), each `behind` positions behind the head (registered there, never run). */
 async function listLag(
   ctx: ScenarioContext,
   label: string,
@@ -128,8 +125,9 @@ async function listLag(
   behind: number,
 ): Promise<BenchRow> {
   const head = await store.headPosition();
-  ctx.log(`${NAME} (${label}): ${CONSUMERS} consumers ${behind} positions behind`);
-  for (let i = 0; i < CONSUMERS; i++) {
+  const consumers = ctx.size(500, 500, 1);
+  ctx.log(`${NAME} (${label}): ${consumers} consumers ${behind} positions behind`);
+  for (let i = 0; i < consumers; i++) {
     const sub = await store.subscribe(`lag_${behind}_${i}_v1`, {
       filter: nothing(i),
       from: Math.max(0, head - behind),
@@ -142,12 +140,12 @@ async function listLag(
   const infos = await store.consumers.list();
   const seconds = Number(process.hrtime.bigint() - start) / 1e9;
   const mine = infos.filter((c) => c.name.startsWith(`lag_${behind}_`));
-  if (mine.length !== CONSUMERS || mine.some((c) => c.lag !== 0))
+  if (mine.length !== consumers || mine.some((c) => c.lag !== 0))
     throw new Error(`${label}: listed ${mine.length} consumers, lags ${mine.map((c) => c.lag).join(',')}`);
   for (const c of mine) await store.consumers.delete(c.name);
   return row({
     scenario: NAME,
-    shape: `${label}: consumers.list() of ${infos.length} consumers, ${CONSUMERS} of them ${behind} positions behind (filters match nothing)`,
+    shape: `${label}: consumers.list() of ${infos.length} consumers, ${consumers} of them ${behind} positions behind (filters match nothing)`,
     measured: { events: infos.length, seconds, eventsPerSec: infos.length / seconds },
     target: { text: '< 200 ms', met: seconds < 0.2 },
     extra: { listMs: round(seconds * 1000, 1) },
@@ -165,7 +163,8 @@ async function measure(ctx: ScenarioContext, label: string, store: EventStore): 
 /** Scenario: idle narrow subscriptions beside appends at full speed, and listing many consumers. */
 export const idleSubscriptionsScenario: Scenario = {
   name: NAME,
-  description: `${SUBSCRIPTIONS} idle subscriptions whose filters match nothing, beside appends at full speed (CPU they cost), and consumers.list() of ${CONSUMERS} consumers (lag), on SQLite and PostgreSQL`,
+  description:
+    '100 idle subscriptions whose filters match nothing, beside appends at full speed (CPU they cost), and consumers.list() of 500 consumers (lag), on SQLite and PostgreSQL',
   needs: ['postgres'],
   async run(ctx) {
     const n = ctx.size(20_000, 1_000_000, 1_000);
