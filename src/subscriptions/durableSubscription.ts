@@ -23,6 +23,12 @@ export const MAX_SCAN = 10_000;
  */
 const CURSOR_ADVANCE_MS = 10_000;
 const CURSOR_ADVANCE_POSITIONS = 5_000;
+/**
+ * With no stream blocked here, retrying dead letters are looked for once per this many polling
+ * intervals (see `nextRedelivery`): with many idle subscriptions the check would otherwise be as
+ * many queries as their reads.
+ */
+const REDELIVERY_CHECK_POLLS = 10;
 
 /** What a subscription needs from the service that opened it. */
 export interface SubscriptionDeps {
@@ -353,7 +359,7 @@ export class DurableSubscription implements Subscription {
    * interval (a safety net), not once per page.
    */
   private async nextRedelivery(limit: number): Promise<RecordedEvent[]> {
-    this.nextRedeliveryCheck = Date.now() + this.deps.pollIntervalMs;
+    this.nextRedeliveryCheck = Date.now() + REDELIVERY_CHECK_POLLS * this.deps.pollIntervalMs;
     const rows = await this.deps.backend.deadLetters(this.consumer, {
       status: 'retrying',
       limit: this.redelivered.size + limit,

@@ -82,21 +82,37 @@ describe('scanPage: one read looks at no more than maxScan positions', () => {
   });
 });
 
+interface Read {
+  after: number;
+  through: number;
+  maxScan: number;
+}
+
+/** A memory store behind a source that records each of the engine's reads, and its service. */
+function recordingService(pollIntervalMs = 5) {
+  const store = createMemoryStore();
+  const reads: Read[] = [];
+  const source: SubscriptionSource = {
+    readAll: (o) => store.readAll(o),
+    headPosition: () => store.headPosition(),
+    onAppend: (listener) => store.onAppend(listener),
+    async scanPage(after, filter, limit, maxScan) {
+      const page = await store.scanPage(after, filter, limit, maxScan);
+      reads.push({ after, through: page.through, maxScan });
+      return page;
+    },
+  };
+  const service = new SubscriptionService(source, new MemorySubscriptionState(), { pollIntervalMs });
+  const close = async (): Promise<void> => {
+    await service.close();
+    await store.close();
+  };
+  return { store, reads, service, close };
+}
+
 describe('an idle subscription whose filter matches nothing', () => {
   it('reads each position once, at most MAX_SCAN per read, and then only what arrives', async () => {
-    const store = createMemoryStore();
-    const reads: { after: number; through: number; maxScan: number }[] = [];
-    const source: SubscriptionSource = {
-      readAll: (o) => store.readAll(o),
-      headPosition: () => store.headPosition(),
-      onAppend: (listener) => store.onAppend(listener),
-      async scanPage(after, filter, limit, maxScan) {
-        const page = await store.scanPage(after, filter, limit, maxScan);
-        reads.push({ after, through: page.through, maxScan });
-        return page;
-      },
-    };
-    const service = new SubscriptionService(source, new MemorySubscriptionState(), { pollIntervalMs: 5 });
+    const { store, reads, service, close } = recordingService();
     try {
       const total = 2 * MAX_SCAN + 500;
       for (let i = 0; i < total; i += 500) {
@@ -123,42 +139,28 @@ describe('an idle subscription whose filter matches nothing', () => {
         await reader.stop();
       }
     } finally {
-      await service.close();
-      await store.close();
+      await close();
     }
   });
 });
 
 describe('closing a narrow subscription', () => {
   it('stores the position past the events its filter left out, so the next owner does not read them again', async () => {
-    const store = createMemoryStore();
-    const reads: number[] = [];
-    const source: SubscriptionSource = {
-      readAll: (o) => store.readAll(o),
-      headPosition: () => store.headPosition(),
-      onAppend: (listener) => store.onAppend(listener),
-      async scanPage(after, filter, limit, maxScan) {
-        const page = await store.scanPage(after, filter, limit, maxScan);
-        reads.push(page.through);
-        return page;
-      },
-    };
-    const service = new SubscriptionService(source, new MemorySubscriptionState(), { pollIntervalMs: 5 });
+    const { store, reads, service, close } = recordingService();
     const filter = { categories: ['zz'] };
     try {
       await store.append('other-1', [{ type: 't', data: null }]);
       const reader = new Reader(await service.subscribe('narrow_v1', { filter }));
       await reader.waitFor(() => reader.messages.some((m) => m.kind === 'caught_up'), 'caught_up');
       for (let i = 0; i < 5; i++) await store.append(`other-${i}`, [{ type: 't', data: null }]);
-      await until(() => reads.includes(6), { message: 'a read through position 6' });
+      await until(() => reads.some((r) => r.through === 6), { message: 'a read through position 6' });
       await reader.stop();
       assert.equal((await service.consumers.get('narrow_v1')).position, 6);
       const again = await service.subscribe('narrow_v1', { filter });
       assert.equal(again.startPosition, 6);
       await again.close();
     } finally {
-      await service.close();
-      await store.close();
+      await close();
     }
   });
 });

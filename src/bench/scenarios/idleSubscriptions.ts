@@ -75,9 +75,9 @@ async function idleSubscriptions(
 async function idleCost(ctx: ScenarioContext, label: string, store: EventStore): Promise<BenchRow[]> {
   const head = await store.headPosition();
   const subscriptions = ctx.size(100, 100, 1);
-  const ms = ctx.quick ? 2_000 : 10_000;
+  const ms = ctx.quick ? 1_000 : 10_000;
   ctx.log(`${NAME} (${label}): warm-up appends`);
-  let appended = (await appendFor(store, 500, head)).events;
+  let appended = (await appendFor(store, ms / 10, head)).events;
   ctx.log(`${NAME} (${label}): appends without subscriptions, ${ms} ms`);
   const without = await appendFor(store, ms, head + appended);
   appended += without.events;
