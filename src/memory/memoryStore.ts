@@ -11,7 +11,7 @@ import type { AppendResult, NewEvent, RecordedEvent } from '../core/event.js';
 import { ClosedError } from '../core/errors.js';
 import { appendExpectation, satisfies } from '../core/expectedVersion.js';
 import { WrongExpectedVersionError } from '../core/errors.js';
-import { matchesFilter, normalizeFilter } from '../core/filter.js';
+import { matchesFilter, normalizeFilter, type EventFilter } from '../core/filter.js';
 import { resolveIdempotentAppend, type ExistingEvent } from '../core/idempotency.js';
 import { resolveStoreLimits, type StoreLimits } from '../core/limits.js';
 import type { MigrationStatus } from '../core/migrationStatus.js';
@@ -21,6 +21,12 @@ import type { ConsumerAdmin, DeadLetterAdmin, SubscribeOptions, Subscription } f
 import { prepareAppend, validateLimit, validatePosition, validateStreamName } from '../core/validation.js';
 import { AppendListeners } from '../core/appendListeners.js';
 import { SubscriptionService } from '../subscriptions/subscriptionService.js';
+import {
+  scanEnd,
+  scannedPage,
+  type MatchCount,
+  type ScannedPage,
+} from '../subscriptions/subscriptionSource.js';
 import { MemorySubscriptionState } from './subscriptionState.js';
 
 export interface MemoryStoreOptions {
@@ -162,6 +168,49 @@ export class MemoryEventStore implements EventStore {
   private copy(e: RecordedEvent): RecordedEvent {
     const out = structuredClone(e);
     return this.upcast === null ? out : this.upcast([out])[0]!;
+  }
+
+  /**
+   * Internal (the subscription engine's read): up to `limit` matching events among the positions
+   * after `after`, looking at no more than `maxScan` of them, with the head.
+   */
+  scanPage(
+    after: number,
+    filter: EventFilter,
+    limit: number,
+    maxScan: number,
+    maxBytes?: number,
+  ): Promise<ScannedPage> {
+    if (this.closed) return Promise.reject(new ClosedError('memory store'));
+    const head = this.log.length;
+    const upTo = scanEnd(after, head, maxScan);
+    const events: RecordedEvent[] = [];
+    let bytes = 0;
+    for (let i = after; i < upTo && events.length < limit; i++) {
+      const e = this.log[i]!.event;
+      if (!matchesFilter(filter, e)) continue;
+      if (maxBytes !== undefined) {
+        bytes += Buffer.byteLength(JSON.stringify(e.data)) + Buffer.byteLength(JSON.stringify(e.metadata));
+        // The first event always goes in; a later one that would pass the bound ends the page.
+        if (events.length > 0 && bytes > maxBytes)
+          return Promise.resolve(scannedPage(events, limit, upTo, head, true));
+      }
+      events.push(this.copy(e));
+    }
+    return Promise.resolve(scannedPage(events, limit, upTo, head));
+  }
+
+  /** Internal (lag): the events at positions in (`after`, `upTo`] that match `filter`. */
+  countMatching(after: number, upTo: number, filter: EventFilter): Promise<MatchCount> {
+    let count = 0;
+    let oldest: string | null = null;
+    for (let i = after; i < Math.min(upTo, this.log.length); i++) {
+      const e = this.log[i]!.event;
+      if (!matchesFilter(filter, e)) continue;
+      oldest ??= e.recordedAt;
+      count++;
+    }
+    return Promise.resolve({ count, oldest });
   }
 
   headPosition(): Promise<number> {

@@ -32,12 +32,16 @@ export function toRecordedEvent(row: PostgresEventRow): RecordedEvent {
 }
 
 /**
- * The columns of the read paths, in the order of `PostgresEventTuple`: `recorded_at` formatted by the
- * server as `toISOString()` would (UTC, milliseconds truncated like pg's own Date parsing), which
- * saves parsing a Date per row and formatting it again.
+ * A timestamptz expression formatted by the server as `toISOString()` would (UTC, milliseconds
+ * truncated like pg's own Date parsing), which saves parsing a Date per row and formatting it again.
  */
+export function isoText(expression: string): string {
+  return `to_char(${expression} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
+}
+
+/** The columns of the read paths, in the order of `PgEventTuple` (`recorded_at` as `isoText`). */
 export const EVENT_TUPLE_COLUMNS = `position, id, stream, version, type, data, metadata,
-  to_char(recorded_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS recorded_at`;
+  ${isoText('recorded_at')} AS recorded_at`;
 
 /** A row of `EVENT_TUPLE_COLUMNS` as `pg` returns it with `rowMode: 'array'` (json parsed, bigint as text). */
 export type PostgresEventTuple = [

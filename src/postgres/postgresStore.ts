@@ -16,6 +16,7 @@ import { migrationStatus, type MigrationStatus } from '../core/migrationStatus.j
 import { readPages, tablePage } from '../core/readPages.js';
 import { boundedPage, parseHistoryBound } from '../core/history.js';
 import { compileUpcasters, type UpcastEvents, type Upcasters } from '../core/upcasters.js';
+import { QueryCache } from '../core/queryCache.js';
 import type { ConsumerAdmin, DeadLetterAdmin, SubscribeOptions, Subscription } from '../core/subscription.js';
 import { countWithinBytes } from '../core/pageBytes.js';
 import { validateLimit, validatePosition, validateStreamName } from '../core/validation.js';
@@ -27,6 +28,7 @@ import { guardPool } from './checkout.js';
 import {
   EVENT_TUPLE_COLUMNS,
   filterSql,
+  isoText,
   tuplesToRecordedEvents,
   type PostgresEventTuple,
 } from './eventRows.js';
@@ -40,6 +42,12 @@ import {
 import { SUBSCRIPTION_MIGRATIONS } from './subscriptionSchema.js';
 import { PostgresSubscriptionState } from './subscriptionState.js';
 import { SubscriptionService } from '../subscriptions/subscriptionService.js';
+import {
+  scanEnd,
+  scannedPage,
+  type MatchCount,
+  type ScannedPage,
+} from '../subscriptions/subscriptionSource.js';
 import { appendChannel, DEFAULT_SCHEMA, quoteSchema, validateSchemaName } from './schemaName.js';
 
 export interface PostgresStoreOptions {
@@ -101,7 +109,9 @@ export class PostgresEventStore implements EventStore {
   /** Reads are round trips: subscriptions read the next page while the current one is processed. */
   readonly readAhead = true;
   /** Page queries of `readAll` and the subscriptions, by filter. */
-  private readonly pageQueries = new Map<string, { text: string; params: string[][] }>();
+  private readonly pageQueries = new QueryCache<{ text: string; params: string[][] }>();
+  /** Scan queries of the subscriptions (`scanPage`), by filter. */
+  private readonly scanQueries = new QueryCache<{ text: string; params: string[][] }>();
   private closed = false;
   /** Set only when upcasters are given, so that a read without them does nothing more per event. */
   readonly upcast: UpcastEvents | null;
@@ -206,22 +216,81 @@ export class PostgresEventStore implements EventStore {
     maxBytes?: number,
   ): Promise<RecordedEvent[]> {
     this.assertOpen();
-    const key = filterKey(filter);
-    let q = this.pageQueries.get(key);
-    if (!q) {
+    const q = this.pageQueries.get(filterKey(filter), () => {
       const sql = filterSql(filter, 3);
-      q = {
+      return {
         // The last column, the events' JSON bytes, bounds a delivered page (`maxBytes`); json is kept
         // as text, so it costs no conversion.
         text: `SELECT ${EVENT_TUPLE_COLUMNS}, octet_length(data::text) + octet_length(metadata::text)
           FROM ${this.s}.events WHERE position > $1 AND ${sql.where} ORDER BY position LIMIT $2`,
         params: sql.params,
       };
-      // A handful of filters per store in practice; the bound keeps one-off filters from growing it.
-      if (this.pageQueries.size >= 64) this.pageQueries.clear();
-      this.pageQueries.set(key, q);
-    }
+    });
     return this.queryEvents(q.text, [after, limit, ...q.params], maxBytes);
+  }
+
+  /**
+   * Internal (the subscription engine's read): up to `limit` matching events among the positions
+   * after `after`, looking at no more than `maxScan` of them, and the head, in one statement. The
+   * head row is the position allocator, updated in the appending transaction: the statement's
+   * snapshot holds every event up to the head it sees and none beyond, so an unfilled page proves
+   * there is nothing more up to there (no later commit can take a lower position). With `maxBytes`
+   * the page ends before the event that would take it past that many bytes.
+   */
+  async scanPage(
+    after: number,
+    filter: EventFilter,
+    limit: number,
+    maxScan: number,
+    maxBytes?: number,
+  ): Promise<ScannedPage> {
+    this.assertOpen();
+    const q = this.scanQueries.get(filterKey(filter), () => {
+      const sql = filterSql(filter, 4);
+      return {
+        // The event columns first, so each row reads as a `PostgresEventTuple`, then its JSON bytes;
+        // the head last, also on the one row of nulls that says "no event matched".
+        // (The head as a one-row subquery: planned as one row, the statement stays cheap enough that
+        // PostgreSQL does not compile it with JIT, which costs more than the read.)
+        text: `SELECT e.*, h.position FROM (SELECT position FROM ${this.s}.head WHERE id LIMIT 1) h LEFT JOIN LATERAL (
+            SELECT ${EVENT_TUPLE_COLUMNS}, octet_length(data::text) + octet_length(metadata::text) AS bytes
+            FROM ${this.s}.events
+            WHERE position > $1 AND position <= least(h.position, $1 + $3) AND ${sql.where}
+            ORDER BY position LIMIT $2) e ON true`,
+        params: sql.params,
+      };
+    });
+    const text = q.text;
+    const values = [after, limit, maxScan, ...q.params];
+    const r = await withReconnect(
+      () => this.pool.query<(string | null)[]>({ text, values, rowMode: 'array' }),
+      this.retry,
+      this.countFault,
+    );
+    const rows = r.rows;
+    const head = Number(rows[0]?.[9] ?? 0);
+    const end = scanEnd(after, head, maxScan);
+    if (rows.length === 1 && rows[0]![0] === null) return scannedPage([], limit, end, head);
+    const tuples = rows as unknown as PostgresEventTuple[];
+    const keep =
+      maxBytes === undefined
+        ? tuples.length
+        : countWithinBytes(tuples.length, (i) => Number(rows[i]![8]), maxBytes);
+    const cut = keep < tuples.length;
+    return scannedPage(this.toEvents(cut ? tuples.slice(0, keep) : tuples), limit, end, head, cut);
+  }
+
+  /** Internal (lag): the events at positions in (`after`, `upTo`] that match `filter`, counted in one query. */
+  async countMatching(after: number, upTo: number, filter: EventFilter): Promise<MatchCount> {
+    this.assertOpen();
+    const sql = filterSql(filter, 3);
+    const rows = await this.query<{ count: number; oldest: string | null }>(
+      `SELECT count(*)::int AS count,
+        ${isoText('min(recorded_at)')} AS oldest
+        FROM ${this.s}.events WHERE position > $1 AND position <= $2 AND ${sql.where}`,
+      [after, upTo, ...sql.params],
+    );
+    return { count: rows[0]?.count ?? 0, oldest: rows[0]?.oldest ?? null };
   }
 
   /**

@@ -19,10 +19,17 @@ import { migrationStatus, type MigrationStatus } from '../core/migrationStatus.j
 import { readPages, tablePage } from '../core/readPages.js';
 import { boundedPage, parseHistoryBound } from '../core/history.js';
 import { compileUpcasters, type UpcastEvents, type Upcasters } from '../core/upcasters.js';
+import { QueryCache } from '../core/queryCache.js';
 import type { ConsumerAdmin, DeadLetterAdmin, SubscribeOptions, Subscription } from '../core/subscription.js';
 import { countWithinBytes } from '../core/pageBytes.js';
 import { prepareAppend, validateLimit, validatePosition, validateStreamName } from '../core/validation.js';
 import { SubscriptionService } from '../subscriptions/subscriptionService.js';
+import {
+  scanEnd,
+  scannedPage,
+  type MatchCount,
+  type ScannedPage,
+} from '../subscriptions/subscriptionSource.js';
 import { SqliteSubscriptionState } from './subscriptionState.js';
 import { AppendBatcher } from './appendBatcher.js';
 import { EVENT_COLUMNS, filterSql, tuplesToRecordedEvents, type EventTuple } from './eventRows.js';
@@ -67,6 +74,12 @@ const SQLITE_STORE_OPTION_KEYS = {
   upcasters: true,
 } as const satisfies KnownKeys<SqliteStoreOptions>;
 
+/** A statement prepared for one filter, with the filter's parameters. */
+interface PreparedFilterQuery {
+  stmt: Database.Statement;
+  params: (string | number)[];
+}
+
 /**
  * The embedded event store: one SQLite file in WAL mode, shared safely by several processes.
  * Appends that arrive together are committed in one transaction (group commit), each with its own
@@ -82,8 +95,11 @@ export class SqliteEventStore implements EventStore {
   private readonly listeners = new AppendListeners();
   private readonly pageSize: number;
   /** Prepared page queries of `readAll` and the subscriptions, by filter (raw mode: rows as arrays). */
-  private readonly pageQueries = new Map<string, { stmt: Database.Statement; params: (string | number)[] }>();
+  private readonly pageQueries = new QueryCache<PreparedFilterQuery>();
+  /** Prepared lag counts (`countMatching`), by filter. */
+  private readonly countQueries = new QueryCache<PreparedFilterQuery>();
   private streamPageStmt: Database.Statement | undefined;
+  private headStmt: Database.Statement | undefined;
   private closed = false;
   /** Set only when upcasters are given, so that a read without them does nothing more per event. */
   readonly upcast: UpcastEvents | null;
@@ -165,12 +181,17 @@ export class SqliteEventStore implements EventStore {
   }
 
   async *readAll(options: ReadAllOptions = {}): AsyncGenerator<RecordedEvent> {
+    checkKnownKeys(options, READ_ALL_OPTION_KEYS, 'options');
     const after = options.after === undefined ? 0 : validatePosition(options.after, 'after');
     const filter = normalizeFilter(options.filter);
     const limit = validateLimit(options.limit);
     yield* readPages(after, limit, this.pageSize, (position, size) => {
       this.assertOpen();
-      return tablePage(this.page(position, filter, size), size, (last) => last.position);
+      return tablePage(
+        this.page(position, Number.MAX_SAFE_INTEGER, filter, size).events,
+        size,
+        (last) => last.position,
+      );
     });
   }
 
@@ -181,41 +202,91 @@ export class SqliteEventStore implements EventStore {
   readPage(after: number, filter: EventFilter, limit: number, maxBytes?: number): Promise<RecordedEvent[]> {
     try {
       this.assertOpen();
-      return Promise.resolve(this.page(after, filter, limit, maxBytes));
+      return Promise.resolve(this.page(after, Number.MAX_SAFE_INTEGER, filter, limit, maxBytes).events);
     } catch (err) {
       return Promise.reject(err instanceof Error ? err : new Error(String(err)));
     }
   }
 
-  private page(after: number, filter: EventFilter, limit: number, maxBytes?: number): RecordedEvent[] {
-    const key = filterKey(filter);
-    let q = this.pageQueries.get(key);
-    if (!q) {
+  /**
+   * Internal (the subscription engine's read): up to `limit` matching events among the positions
+   * after `after`, looking at no more than `maxScan` of them, with the head read just before (every
+   * position up to it is committed, so an unfilled page proves there is nothing more up to there).
+   * With `maxBytes` the page ends before the event that would take it past that many bytes.
+   */
+  scanPage(
+    after: number,
+    filter: EventFilter,
+    limit: number,
+    maxScan: number,
+    maxBytes?: number,
+  ): Promise<ScannedPage> {
+    try {
+      this.assertOpen();
+      const head = this.head();
+      const upTo = scanEnd(after, head, maxScan);
+      const { events, cut } = this.page(after, upTo, filter, limit, maxBytes);
+      return Promise.resolve(scannedPage(events, limit, upTo, head, cut));
+    } catch (err) {
+      return Promise.reject(err instanceof Error ? err : new Error(String(err)));
+    }
+  }
+
+  /** Internal (lag): the events at positions in (`after`, `upTo`] that match `filter`, counted in one query. */
+  countMatching(after: number, upTo: number, filter: EventFilter): Promise<MatchCount> {
+    try {
+      this.assertOpen();
+      const q = this.countQueries.get(filterKey(filter), () => {
+        const sql = filterSql(filter);
+        const stmt = this.db
+          .prepare(
+            `SELECT count(*), min(recorded_at) FROM idem_events WHERE position > ? AND position <= ? AND ${sql.where}`,
+          )
+          .raw(true);
+        return { stmt, params: sql.params };
+      });
+      const [count, oldest] = q.stmt.get(after, upTo, ...q.params) as [number, string | null];
+      return Promise.resolve({ count, oldest });
+    } catch (err) {
+      return Promise.reject(err instanceof Error ? err : new Error(String(err)));
+    }
+  }
+
+  /**
+   * Up to `limit` events at positions in (`after`, `upTo`] that match the normalised `filter`; with
+   * `maxBytes`, cut before the event that would take the page's data and metadata past it (`cut`).
+   */
+  private page(
+    after: number,
+    upTo: number,
+    filter: EventFilter,
+    limit: number,
+    maxBytes?: number,
+  ): { events: RecordedEvent[]; cut: boolean } {
+    const q = this.pageQueries.get(filterKey(filter), () => {
       const sql = filterSql(filter);
       const stmt = this.db
         .prepare(
-          `SELECT ${EVENT_COLUMNS} FROM idem_events WHERE position > ? AND ${sql.where} ORDER BY position LIMIT ?`,
+          `SELECT ${EVENT_COLUMNS} FROM idem_events WHERE position > ? AND position <= ? AND ${sql.where} ORDER BY position LIMIT ?`,
         )
         .raw(true);
-      // A handful of filters per store in practice; the bound keeps a stream of one-off filters from growing it.
-      if (this.pageQueries.size >= 64) this.pageQueries.clear();
-      q = { stmt, params: sql.params };
-      this.pageQueries.set(key, q);
-    }
-    const rows = q.stmt.all(after, ...q.params, limit) as EventTuple[];
-    if (maxBytes === undefined) return this.toEvents(rows);
+      return { stmt, params: sql.params };
+    });
+    const rows = q.stmt.all(after, upTo, ...q.params, limit) as EventTuple[];
+    if (maxBytes === undefined) return { events: this.toEvents(rows), cut: false };
     // UTF-8 takes at most 3 bytes per UTF-16 unit: a page whose text is under a third of the bound
     // (the usual page) is within it without measuring each event.
     let units = 0;
     for (const row of rows) units += row[5].length + row[6].length;
-    if (units * 3 <= maxBytes) return this.toEvents(rows);
+    if (units * 3 <= maxBytes) return { events: this.toEvents(rows), cut: false };
     // Measured on the stored JSON text, before parsing: the rows past the bound are never parsed.
     const keep = countWithinBytes(
       rows.length,
       (i) => Buffer.byteLength(rows[i]![5]) + Buffer.byteLength(rows[i]![6]),
       maxBytes,
     );
-    return this.toEvents(keep < rows.length ? rows.slice(0, keep) : rows);
+    if (keep === rows.length) return { events: this.toEvents(rows), cut: false };
+    return { events: this.toEvents(rows.slice(0, keep)), cut: true };
   }
 
   async migrationStatus(): Promise<MigrationStatus> {
@@ -235,8 +306,8 @@ export class SqliteEventStore implements EventStore {
 
   /** The head position, synchronously (internal). */
   head(): number {
-    return (this.db.prepare('SELECT coalesce(max(position), 0) AS h FROM idem_events').get() as { h: number })
-      .h;
+    this.headStmt ??= this.db.prepare('SELECT coalesce(max(position), 0) AS h FROM idem_events').pluck();
+    return this.headStmt.get() as number;
   }
 
   async streamVersion(stream: string): Promise<number> {

@@ -1,9 +1,13 @@
 import { isIdemError } from '../core/errors.js';
 import type { ConsumerInfo, ConsumerStatus } from '../core/subscription.js';
 import type { ConsumerRecord } from './stateBackend.js';
-import type { SubscriptionSource } from './subscriptionSource.js';
+import type { EventFilter } from '../core/filter.js';
+import type { MatchCount, SubscriptionSource } from './subscriptionSource.js';
 
-/** Up to this many events behind, lag is counted exactly (matching events); beyond it, by position. */
+/**
+ * Lag counts the matching events among at most this many positions after the cursor (one query per
+ * consumer); a consumer further behind counts every position beyond them too.
+ */
 export const EXACT_LAG_LIMIT = 10_000;
 
 /** True while `state` has an owner whose lease has not run out. */
@@ -75,19 +79,35 @@ async function lagOf(
   head: number,
   now: number,
 ): Promise<{ lag: number; lagSeconds: number }> {
-  const behind = Math.max(0, head - state.position);
-  let lag = 0;
-  let lagSeconds = 0;
-  if (behind === 0) return { lag, lagSeconds };
-  const exact = behind <= EXACT_LAG_LIMIT;
-  for await (const e of source.readAll({
-    after: state.position,
-    filter: state.filter,
-    ...(exact ? {} : { limit: 1 }),
-  })) {
-    if (lag === 0) lagSeconds = Math.max(0, (now - Date.parse(e.recordedAt)) / 1000);
-    lag++;
+  if (head <= state.position) return { lag: 0, lagSeconds: 0 };
+  const upTo = Math.min(head, state.position + EXACT_LAG_LIMIT);
+  const counted = await countMatching(source, state.position, upTo, state.filter);
+  const lag = counted.count + (head - upTo);
+  // Beyond the positions counted, the first one not counted is as old as a match there can be.
+  const oldest = counted.oldest ?? (upTo < head ? await recordedAfter(source, upTo) : null);
+  return { lag, lagSeconds: oldest === null ? 0 : Math.max(0, (now - Date.parse(oldest)) / 1000) };
+}
+
+/** The source's `countMatching`, or the same collected from `readAll`. */
+async function countMatching(
+  source: SubscriptionSource,
+  after: number,
+  upTo: number,
+  filter: EventFilter,
+): Promise<MatchCount> {
+  if (source.countMatching) return source.countMatching(after, upTo, filter);
+  let count = 0;
+  let oldest: string | null = null;
+  for await (const e of source.readAll({ after, filter })) {
+    if (e.position > upTo) break;
+    oldest ??= e.recordedAt;
+    count++;
   }
-  if (!exact && lag > 0) lag = behind;
-  return { lag, lagSeconds };
+  return { count, oldest };
+}
+
+/** When the event right after `position` was recorded (null past the head). */
+async function recordedAfter(source: SubscriptionSource, position: number): Promise<string | null> {
+  for await (const e of source.readAll({ after: position, limit: 1 })) return e.recordedAt;
+  return null;
 }

@@ -1,14 +1,14 @@
 import type { RecordedEvent } from '../core/event.js';
-import type { EventFilter } from '../core/filter.js';
 import { ClosedError, FencedError, InvalidInputError, isIdemError } from '../core/errors.js';
 import type { FailureInfo, ParkInfo, Subscription, SubscriptionMessage } from '../core/subscription.js';
-import { MAX_PAGE_BYTES } from '../core/limits.js';
-import { countWithinBytes } from '../core/pageBytes.js';
 import { validatePosition } from '../core/validation.js';
 import { validateFailureInfo, validateParkInfo } from '../core/parkInfo.js';
+import { MAX_PAGE_BYTES } from '../core/limits.js';
+import { countWithinBytes } from '../core/pageBytes.js';
+import { ReadAhead } from './readAhead.js';
 import type { Fenced, SubscriptionStateBackend } from './stateBackend.js';
 import type { ResolvedSubscribeOptions } from './subscribeOptions.js';
-import type { SubscriptionSource } from './subscriptionSource.js';
+import { scannedPage, type ScannedPage, type SubscriptionSource } from './subscriptionSource.js';
 import { Wakeup } from './wakeup.js';
 
 /** The longest delay `setInterval` takes; a longer one fires every millisecond instead. */
@@ -20,12 +20,24 @@ const eventBytes = (e: RecordedEvent): number =>
 
 const yieldToEventLoop = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
 
-/** A page of the log being read ahead: up to `limit` events after position `after`. */
-interface AheadPage {
-  after: number;
-  limit: number;
-  page: Promise<RecordedEvent[]>;
-}
+/**
+ * The most positions one read looks at, matching or not: a read with a filter that matches little
+ * stays short (on SQLite it runs on the event loop), and the read position moves on page by page.
+ */
+export const MAX_SCAN = 10_000;
+/**
+ * How often at most the stored cursor is moved past events the filter leaves out (see `settleCursor`),
+ * unless it falls `CURSOR_ADVANCE_POSITIONS` behind. Lag counts matching events, so a cursor behind
+ * by left-out events alone still shows lag 0 while it is within the positions lag counts.
+ */
+const CURSOR_ADVANCE_MS = 10_000;
+const CURSOR_ADVANCE_POSITIONS = 5_000;
+/**
+ * With no stream blocked here, retrying dead letters are looked for once per this many polling
+ * intervals (see `nextRedelivery`): with many idle subscriptions the check would otherwise be as
+ * many queries as their reads.
+ */
+const REDELIVERY_CHECK_POLLS = 10;
 
 /** What a subscription needs from the service that opened it. */
 export interface SubscriptionDeps {
@@ -54,6 +66,12 @@ export class DurableSubscription implements Subscription {
   private readPos: number;
   /** Highest position delivered in a normal (not redelivery) batch. */
   private highestDelivered: number;
+  /** Position of the last `caught_up` message: the client may acknowledge up to it. */
+  private caughtUpAt = 0;
+  /** When the stored cursor may next be moved past events the filter leaves out. */
+  private nextCursorAdvance = 0;
+  /** A position up to which every event was acknowledged, parked or left out by the filter. */
+  private settled = 0;
   /** Highest position the engine parked by itself (behind a dead letter), never delivered. */
   private autoParkedHigh = 0;
   /** Delivered in normal batches and not yet acknowledged, in position order. */
@@ -61,14 +79,8 @@ export class DurableSubscription implements Subscription {
   /** Redelivered dead letters not yet resolved by an ack, by event id. */
   private readonly redelivered = new Map<string, RecordedEvent>();
   private redeliveredHigh = 0;
-  /** Pages read ahead, in log order, each after the last event of the one before (see `readAhead`). */
-  private ahead: AheadPage[] = [];
-  /** Bumped when the pages read ahead are dropped, so that a chain of reads in progress stops. */
-  private aheadGeneration = 0;
-  /** True while a chain of reads ahead runs (at most one does). */
-  private readingAhead = false;
-  /** The room of the page read ahead that `readPage` returned, until the run loop has delivered it. */
-  private taken = 0;
+  /** Pages read ahead (sources whose reads wait on I/O); empty otherwise. */
+  private readonly ahead: ReadAhead;
   /** When to look for retrying dead letters even with no stream blocked here (see `nextRedelivery`). */
   private nextRedeliveryCheck = 0;
   /** Streams with an active dead letter as far as this owner knows (only it adds; admin may remove). */
@@ -97,6 +109,11 @@ export class DurableSubscription implements Subscription {
     this.readPos = position;
     this.highestDelivered = position;
     this.blocked = new Set(blockedStreams);
+    this.ahead = new ReadAhead(
+      (after, limit) => this.fetchPage(after, limit),
+      options,
+      () => (this.active ? this.outstanding.length + this.redelivered.size : null),
+    );
     this.leaseDeadline = Date.now() + options.leaseTtlMs;
     this.heartbeat = setInterval(
       () => void this.renew(),
@@ -123,16 +140,22 @@ export class DurableSubscription implements Subscription {
   async ack(position: number): Promise<void> {
     validatePosition(position, 'position');
     this.assertUsable();
-    const limit = Math.max(this.highestDelivered, this.redeliveredHigh);
+    const limit = Math.max(this.highestDelivered, this.redeliveredHigh, this.caughtUpAt);
     if (position > limit) {
-      throw new InvalidInputError('position', `must not exceed the last delivered position (${limit})`);
+      throw new InvalidInputError(
+        'position',
+        `must not exceed the last delivered or caught-up position (${limit})`,
+      );
     }
     await this.locked(async () => {
       this.assertUsable();
       const resolve = [...this.redelivered.values()].filter((e) => e.position <= position).map((e) => e.id);
       let target = Math.min(position, this.highestDelivered);
-      // Events the engine parked by itself after the last delivered one are recorded: ack past them.
-      if (position >= this.highestDelivered) target = Math.max(target, this.autoParkedHigh);
+      // Events the engine parked by itself after the last delivered one are recorded, and those up to
+      // the caught-up position that were not delivered are left out by the filter: ack past them.
+      if (position >= this.highestDelivered) {
+        target = Math.max(target, this.autoParkedHigh, Math.min(position, this.caughtUpAt));
+      }
       if (target <= this.cursor && resolve.length === 0) return;
       const result = await this.deps.backend.ack(this.consumer, this.epoch, target, resolve);
       if (!result.ok) throw this.lose(result);
@@ -195,6 +218,8 @@ export class DurableSubscription implements Subscription {
     this.wake.notify();
     try {
       await this.locked(async () => {
+        // The next owner starts after the events left out by the filter too.
+        await this.storeSettled().catch(() => undefined);
         const result = await this.deps.backend.release(this.consumer, this.epoch);
         // Fenced here means another owner took over already: nothing left to release.
         void result;
@@ -214,19 +239,16 @@ export class DurableSubscription implements Subscription {
   }
 
   private async *run(): AsyncGenerator<SubscriptionMessage> {
-    const { filter, batchSize, maxInFlight } = this.options;
+    const { batchSize, maxInFlight } = this.options;
     let caughtUp = false;
-    // While pages come back full the log goes on, so the head (only needed to prove an empty page
-    // means "caught up") is not read before the next page.
-    let lastPageFull = false;
     try {
       for (;;) {
         if (this.stopped()) return;
         const generation = this.wake.generation;
         // The first page read ahead is about to be delivered: its share of the room is free to use
         // (asked first: stale pages are dropped, and their room with them).
-        const next = this.nextAheadLimit();
-        const room = maxInFlight - this.outstanding.length - this.redelivered.size - this.aheadRoom() + next;
+        const next = this.ahead.nextLimit(this.readPos);
+        const room = maxInFlight - this.outstanding.length - this.redelivered.size - this.ahead.room() + next;
         if (room > 0) {
           const limit = Math.min(room, batchSize);
           if (this.blocked.size > 0 || Date.now() >= this.nextRedeliveryCheck) {
@@ -237,41 +259,46 @@ export class DurableSubscription implements Subscription {
               continue;
             }
           }
-          // Read before the page, so that an empty page proves everything up to the head was read.
-          const head = caughtUp || lastPageFull ? null : await this.deps.source.headPosition();
-          const { events: read, full } = await this.readPage(filter, limit);
+          const from = this.readPos;
+          const page = await this.readPage(limit);
           if (this.stopped()) return;
-          lastPageFull = full;
-          if (read.length > 0) {
+          // The read stopped short of the head it saw (a full page, or as many positions as one read may look at).
+          const more = page.through < page.head;
+          if (page.events.length > 0) {
             // An owner that missed its heartbeats (a long pause) checks the lease before delivering.
             if (Date.now() >= this.leaseDeadline) await this.renew();
             if (this.stopped()) return;
-            this.readPos = read[read.length - 1]!.position;
-            const deliver = await this.locked(() => this.sortOut(read));
-            // The page now counts as outstanding (or parked), no longer as read ahead.
-            this.releaseTaken();
-            if (lastPageFull) {
-              // A synchronous source (SQLite) never waits on I/O: without this, a catch-up would run
-              // to the head in one turn of the event loop, starving timers (lease heartbeats), I/O
-              // and V8's garbage-collection tasks. Live pages (not full) are delivered at once.
-              await yieldToEventLoop();
-              if (this.stopped()) return;
-            }
-            if (lastPageFull && this.deps.source.readAhead) this.readAhead(filter);
-            if (deliver.length > 0) yield { kind: 'events', events: deliver, redelivery: false };
-            continue;
           }
-          this.releaseTaken();
+          // Past the events the filter leaves out too, so that they are not read again.
+          this.readPos = page.through;
+          const deliver = page.events.length > 0 ? await this.locked(() => this.sortOut(page.events)) : [];
+          // The page now counts as outstanding (or parked), no longer as read ahead.
+          this.ahead.release();
+          if (more) {
+            // A synchronous source (SQLite) never waits on I/O: without this, a catch-up would run
+            // to the head in one turn of the event loop, starving timers (lease heartbeats), I/O
+            // and V8's garbage-collection tasks. Live pages (read through the head) are delivered at once.
+            await yieldToEventLoop();
+            if (this.stopped()) return;
+            if (this.deps.source.readAhead) this.ahead.start(this.readPos);
+          }
+          if (deliver.length > 0) yield { kind: 'events', events: deliver, redelivery: false };
+          if (page.events.length > 0 || more) continue;
+          await this.settleCursor();
           if (!caughtUp) {
-            // The head was not read before this (empty) page: read it, then the page again.
-            if (head === null) continue;
             caughtUp = true;
-            yield { kind: 'caught_up', position: Math.max(head, this.readPos) };
+            this.caughtUpAt = this.readPos;
+            yield { kind: 'caught_up', position: this.readPos };
             continue;
           }
+          // Only events the filter leaves out arrived: look again after the polling interval, not at
+          // every append, so that idle narrow subscriptions in a busy log cost a bounded number of
+          // reads (at the price of that much latency on their next matching event).
+          if (this.readPos > from) await this.pause(this.deps.pollIntervalMs);
         } else if (!caughtUp && (await this.deps.source.headPosition()) <= this.readPos) {
           // Everything up to the head is delivered though not yet acknowledged: say so now.
           caughtUp = true;
+          this.caughtUpAt = this.readPos;
           yield { kind: 'caught_up', position: this.readPos };
           continue;
         }
@@ -285,112 +312,59 @@ export class DurableSubscription implements Subscription {
 
   /**
    * The next page of the log after `readPos` (at most `limit` events): the first page read ahead, if
-   * any. `full`: the page came back with as many events as were asked for, so the log may go on.
+   * any, else a page read now.
    */
-  private async readPage(
-    filter: EventFilter,
-    limit: number,
-  ): Promise<{ events: RecordedEvent[]; full: boolean }> {
-    const first = this.ahead[0];
-    if (first && first.after === this.readPos) {
-      this.ahead.shift();
-      // Its room stays counted until the run loop has delivered the page (`releaseTaken`).
-      this.taken = first.limit;
-      const page = await first.page;
-      if (page.length <= limit) return { events: page, full: page.length >= first.limit };
-      // Redeliveries took some of the room since: keep to the limit (readPos follows, and the pages
-      // after this one no longer follow on from it).
-      this.dropAhead();
-      return { events: page.slice(0, limit), full: true };
-    }
-    this.dropAhead();
-    const page = await this.fetchPage(this.readPos, filter, limit);
-    return { events: page, full: page.length >= limit };
+  private async readPage(limit: number): Promise<ScannedPage> {
+    return (await this.ahead.take(this.readPos, limit)) ?? this.fetchPage(this.readPos, limit);
   }
 
   /**
-   * For sources whose reads wait on I/O (`readAhead`): reads the pages after `readPos` one after the
-   * other while the consumer processes the ones delivered, as long as the pages keep coming back full
-   * and `maxInFlight` leaves room (delivered-but-unacknowledged events and the pages read ahead count
-   * against it together), so memory stays bounded by `maxInFlight` events. With the consumer
-   * runtime's defaults a whole catch-up transaction's pages are read while the one before commits.
+   * One page of the log, looking at no more than `MAX_SCAN` positions where the source can (one
+   * query); else the head, then the events collected from `readPage` or `readAll`. Either way the
+   * page ends early at `MAX_PAGE_BYTES`, so one delivery (one WebSocket frame) stays bounded.
    */
-  private readAhead(filter: EventFilter): void {
-    if (this.readingAhead) return;
-    this.readingAhead = true;
-    const generation = this.aheadGeneration;
-    const { batchSize, maxInFlight } = this.options;
-    const chain = async (): Promise<void> => {
-      // The last page queued by this chain (or before it) and its last position, once read.
-      let after = this.readPos;
-      const last = this.ahead[this.ahead.length - 1];
-      if (last) {
-        const page = await last.page;
-        if (generation !== this.aheadGeneration || page.length < last.limit) return;
-        after = page[page.length - 1]!.position;
-      }
-      for (;;) {
-        if (!this.active || generation !== this.aheadGeneration) return;
-        const room = maxInFlight - this.outstanding.length - this.redelivered.size - this.aheadRoom();
-        if (room <= 0) return;
-        const limit = Math.min(room, batchSize);
-        const entry: AheadPage = { after, limit, page: this.fetchPage(after, filter, limit) };
-        // Consumed (and its error thrown) by `readPage`; dropped unseen if the subscription ends first.
-        entry.page.catch(() => undefined);
-        this.ahead.push(entry);
-        const page = await entry.page;
-        // A page that is not full reached the head: live reads are not read ahead.
-        if (page.length < entry.limit) return;
-        after = page[page.length - 1]!.position;
-      }
-    };
-    chain()
-      .catch(() => undefined)
-      .finally(() => (this.readingAhead = false));
-  }
-
-  /**
-   * Events the pages read ahead may hold (their limits), with the one `readPage` took and the run
-   * loop has not delivered yet: counted against `maxInFlight`.
-   */
-  private aheadRoom(): number {
-    let room = this.taken;
-    for (const entry of this.ahead) room += entry.limit;
-    return room;
-  }
-
-  /** The page `readPage` took from those read ahead is delivered (or parked): its room no longer counts as read ahead. */
-  private releaseTaken(): void {
-    this.taken = 0;
-  }
-
-  /** The room the first page read ahead holds, when it follows on from `readPos`; drops stale pages. */
-  private nextAheadLimit(): number {
-    const first = this.ahead[0];
-    if (!first) return 0;
-    if (first.after === this.readPos) return first.limit;
-    this.dropAhead();
-    return 0;
-  }
-
-  /** Forgets the pages read ahead (their reads finish unseen) and stops a chain of reads in progress. */
-  private dropAhead(): void {
-    if (this.ahead.length === 0 && !this.readingAhead) return;
-    this.ahead = [];
-    this.aheadGeneration++;
-  }
-
-  /**
-   * One page of the log: one query where the source can, else collected from `readAll`. Either way
-   * the page ends early at `MAX_PAGE_BYTES`, so one delivery (one WebSocket frame) stays bounded.
-   */
-  private async fetchPage(after: number, filter: EventFilter, limit: number): Promise<RecordedEvent[]> {
+  private async fetchPage(after: number, limit: number): Promise<ScannedPage> {
     const { source } = this.deps;
-    if (source.readPage) return source.readPage(after, filter, limit, MAX_PAGE_BYTES);
-    const read: RecordedEvent[] = [];
-    for await (const e of source.readAll({ after, filter, limit })) read.push(e);
-    const keep = countWithinBytes(read.length, (i) => eventBytes(read[i]!), MAX_PAGE_BYTES);
-    return keep < read.length ? read.slice(0, keep) : read;
+    const { filter } = this.options;
+    if (source.scanPage) return source.scanPage(after, filter, limit, MAX_SCAN, MAX_PAGE_BYTES);
+    // Read first: every position up to this head is committed, so an unfilled page read after it
+    // holds every matching event up to it.
+    const head = await source.headPosition();
+    let events: RecordedEvent[];
+    if (source.readPage) events = await source.readPage(after, filter, limit);
+    else {
+      events = [];
+      for await (const e of source.readAll({ after, filter, limit })) events.push(e);
+    }
+    const keep = countWithinBytes(events.length, (i) => eventBytes(events[i]!), MAX_PAGE_BYTES);
+    const cut = keep < events.length;
+    return scannedPage(cut ? events.slice(0, keep) : events, limit, Math.max(after, head), head, cut);
+  }
+
+  /**
+   * Moves the stored cursor to the read position when nothing delivered awaits an ack (the events
+   * between were left out by the filter or parked), so that a narrow consumer shows no lag and a new
+   * owner does not read them again. At most once per `CURSOR_ADVANCE_MS`: an idle subscription in a
+   * busy log would otherwise write at every append.
+   */
+  private async settleCursor(): Promise<void> {
+    if (this.outstanding.length > 0) return;
+    // Every event up to here is acknowledged, parked, or left out by the filter.
+    this.settled = this.readPos;
+    const now = Date.now();
+    if (now < this.nextCursorAdvance && this.settled - this.cursor < CURSOR_ADVANCE_POSITIONS) return;
+    if (this.settled <= this.cursor) return;
+    this.nextCursorAdvance = now + CURSOR_ADVANCE_MS;
+    await this.locked(() => this.storeSettled());
+  }
+
+  /** Stores `settled` as the cursor while nothing delivered awaits an ack. */
+  private async storeSettled(): Promise<void> {
+    if (this.outstanding.length > 0 || this.settled <= this.cursor || this.lost) return;
+    const result = await this.deps.backend.ack(this.consumer, this.epoch, this.settled, []);
+    if (!result.ok) throw this.lose(result);
+    this.cursor = result.position;
+    this.highestDelivered = Math.max(this.highestDelivered, this.cursor);
   }
 
   /**
@@ -400,7 +374,7 @@ export class DurableSubscription implements Subscription {
    * interval (a safety net), not once per page.
    */
   private async nextRedelivery(limit: number): Promise<RecordedEvent[]> {
-    this.nextRedeliveryCheck = Date.now() + this.deps.pollIntervalMs;
+    this.nextRedeliveryCheck = Date.now() + REDELIVERY_CHECK_POLLS * this.deps.pollIntervalMs;
     const rows = await this.deps.backend.deadLetters(this.consumer, {
       status: 'retrying',
       limit: this.redelivered.size + limit,
@@ -501,6 +475,14 @@ export class DurableSubscription implements Subscription {
   private assertUsable(): void {
     if (this.lost) throw this.lost;
     if (this.closed) throw new ClosedError(`subscription of consumer "${this.consumer}"`);
+  }
+
+  /** Waits `ms`, or less if the subscription ends meanwhile. */
+  private async pause(ms: number): Promise<void> {
+    const until = Date.now() + ms;
+    for (let left = ms; left > 0 && this.active; left = until - Date.now()) {
+      await this.wake.wait(this.wake.generation, left);
+    }
   }
 
   /** Runs state changes one at a time, so acks, parks and the delivery loop never interleave. */

@@ -3,6 +3,19 @@ import type { EventStore } from '../core/eventStore.js';
 import type { EventFilter } from '../core/filter.js';
 import type { UpcastEvents } from '../core/upcasters.js';
 
+/** A page of the log as a subscription reads it: the matching events and how far the read looked. */
+export interface ScannedPage {
+  /** The events that match, in position order. */
+  events: RecordedEvent[];
+  /**
+   * Every position up to this one was read: the last event's when the page is full, else as far as
+   * the read looked (the head it saw, or the end of the positions it was allowed to look at).
+   */
+  through: number;
+  /** The head the read saw (all positions up to it committed): `through < head` means the log goes on. */
+  head: number;
+}
+
 /**
  * What the subscription engine needs from a store: its reads, and optionally an in-process hook fired
  * after each commit (live wake-ups without waiting for the polling interval). Appends by other
@@ -20,6 +33,21 @@ export interface SubscriptionSource {
    */
   readPage?(after: number, filter: EventFilter, limit: number, maxBytes?: number): Promise<RecordedEvent[]>;
   /**
+   * Optional, preferred over `readPage`: up to `limit` events that match `filter` among the positions
+   * after `after`, looking at no more than `maxScan` positions, with the head the same read saw (one
+   * query). A filter that matches nothing then costs one bounded read per page, and the read position
+   * moves past what was looked at. Without it the engine reads the head, then a page. With
+   * `maxBytes`, the page ends before the event that would take its events' data and metadata JSON
+   * past that many bytes (at least one event), and then counts as full.
+   */
+  scanPage?(
+    after: number,
+    filter: EventFilter,
+    limit: number,
+    maxScan: number,
+    maxBytes?: number,
+  ): Promise<ScannedPage>;
+  /**
    * True when a read waits on I/O (a network round trip): the engine then reads the next page while
    * the consumer processes the current one. Not worth it for a synchronous embedded read.
    */
@@ -29,4 +57,40 @@ export interface SubscriptionSource {
    * delivered again, which are kept as they were first delivered.
    */
   readonly upcast?: UpcastEvents | null;
+
+  /**
+   * Optional fast path for lag: how many events at positions in (`after`, `upTo`] match `filter`, and
+   * the earliest `recordedAt` among them, counted in one query without reading the events out.
+   */
+  countMatching?(after: number, upTo: number, filter: EventFilter): Promise<MatchCount>;
+}
+
+/** What `countMatching` answers. */
+export interface MatchCount {
+  count: number;
+  /** The earliest `recordedAt` of the matching events; null when none matches. */
+  oldest: string | null;
+}
+
+/** The last position a scan of at most `maxScan` positions after `after` may look at, given the head. */
+export function scanEnd(after: number, head: number, maxScan: number): number {
+  return Math.max(after, Math.min(head, after + maxScan));
+}
+
+/**
+ * The page a read up to `end` returned (see `scanEnd`; a read without an end may go past it): a full
+ * page was read up to its last event only; an unfilled one looked at every position up to `end` and
+ * up to its last event.
+ */
+export function scannedPage(
+  events: RecordedEvent[],
+  limit: number,
+  end: number,
+  head: number,
+  cut = false,
+): ScannedPage {
+  const last = events.length > 0 ? events[events.length - 1]!.position : end;
+  // A page cut at the byte bound (`cut`) was read up to its last event only, like a full one.
+  const through = events.length >= limit || cut ? last : Math.max(end, last);
+  return { events, through, head: Math.max(head, through) };
 }

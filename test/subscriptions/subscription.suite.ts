@@ -23,6 +23,7 @@ import type { MakeStore } from './suite/context.js';
 import { deliveryTests } from './suite/delivery.js';
 import { leaseTests } from './suite/leases.js';
 import { limitTests } from './suite/limits.js';
+import { narrowFilterTests } from './suite/narrowFilters.js';
 import { parkingTests } from './suite/parking.js';
 
 export type { MakeStore, StoreFixture } from './suite/context.js';
@@ -39,5 +40,6 @@ export function describeSubscriptions(
     parkingTests(makeStore);
     adminTests(makeStore);
     limitTests(makeStore);
+    narrowFilterTests(makeStore);
   });
 }

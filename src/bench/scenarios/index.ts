@@ -3,6 +3,7 @@ import { catchUp } from './catchUp.js';
 import { consumerPostgres } from './consumerPostgres.js';
 import { consumerSqlite } from './consumerSqlite.js';
 import { deliveryPostgres, deliverySqlite } from './delivery.js';
+import { idleSubscriptionsScenario } from './idleSubscriptions.js';
 import { jetstream } from './jetstream.js';
 import { liveLatency } from './liveLatency.js';
 import { postgresAppend } from './postgresAppend.js';
@@ -23,5 +24,6 @@ export const SCENARIOS: readonly Scenario[] = [
   redelivery,
   deliverySqlite,
   deliveryPostgres,
+  idleSubscriptionsScenario,
   jetstream,
 ];

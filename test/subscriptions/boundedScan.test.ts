@@ -1,0 +1,202 @@
+// Bounded reads: one read of a subscription looks at a bounded number of positions, and an idle
+// subscription whose filter matches nothing does not read the log again from its cursor.
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import type { EventStore } from '../../src/core/eventStore.js';
+import type { EventFilter } from '../../src/core/filter.js';
+import { createMemoryStore } from '../../src/memory/memoryStore.js';
+import { MemorySubscriptionState } from '../../src/memory/subscriptionState.js';
+import { openSqliteStore } from '../../src/sqlite/sqliteStore.js';
+import { EXACT_LAG_LIMIT } from '../../src/subscriptions/consumerInfo.js';
+import { MAX_SCAN } from '../../src/subscriptions/durableSubscription.js';
+import type { ScannedPage, SubscriptionSource } from '../../src/subscriptions/subscriptionSource.js';
+import { SubscriptionService } from '../../src/subscriptions/subscriptionService.js';
+import { pgTestContext } from '../postgres/pgFixtures.js';
+import { until } from '../support/until.js';
+import { tempDir } from '../support/tempDir.js';
+import { Reader } from './suite/context.js';
+
+type Scanner = EventStore & Required<Pick<SubscriptionSource, 'scanPage'>>;
+
+const pg = await pgTestContext();
+
+/** 40 events of stream `other-1`, then 10 of `mine-1` (positions 41 to 50). */
+async function fill(store: EventStore): Promise<void> {
+  for (let i = 0; i < 4; i++) {
+    await store.append(
+      'other-1',
+      Array.from({ length: 10 }, () => ({ type: 't', data: null })),
+    );
+  }
+  await store.append(
+    'mine-1',
+    Array.from({ length: 10 }, () => ({ type: 't', data: null })),
+  );
+}
+
+async function scanContract(store: Scanner): Promise<void> {
+  await fill(store);
+  const mine: EventFilter = { categories: ['mine'] };
+  const positions = (p: ScannedPage) => p.events.map((e) => e.position);
+  // Nothing matches among the 20 positions it may look at: it says how far it looked.
+  let page = await store.scanPage(0, mine, 5, 20);
+  assert.deepEqual([positions(page), page.through, page.head], [[], 20, 50]);
+  // A full page was read up to its last event only.
+  page = await store.scanPage(20, mine, 5, 100);
+  assert.deepEqual([positions(page), page.through, page.head], [[41, 42, 43, 44, 45], 45, 50]);
+  // An unfilled page looked up to the head.
+  page = await store.scanPage(45, mine, 10, 100);
+  assert.deepEqual([positions(page), page.through, page.head], [[46, 47, 48, 49, 50], 50, 50]);
+  page = await store.scanPage(50, mine, 10, 100);
+  assert.deepEqual([positions(page), page.through, page.head], [[], 50, 50]);
+}
+
+describe('scanPage: one read looks at no more than maxScan positions', () => {
+  it('memory', async () => {
+    const store = createMemoryStore();
+    try {
+      await scanContract(store);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('SQLite', async () => {
+    const dir = tempDir();
+    const store = await openSqliteStore({ path: dir.file('events.db') });
+    try {
+      await scanContract(store);
+    } finally {
+      await store.close();
+      await dir.cleanup();
+    }
+  });
+
+  it('PostgreSQL', { skip: pg.skip }, async () => {
+    const store = await pg.openSharedStore();
+    try {
+      await scanContract(store);
+    } finally {
+      await store.close();
+    }
+  });
+});
+
+interface Read {
+  after: number;
+  through: number;
+  maxScan: number;
+}
+
+/** A memory store behind a source that records each of the engine's reads, and its service. */
+function recordingService(pollIntervalMs = 5) {
+  const store = createMemoryStore();
+  const reads: Read[] = [];
+  const source: SubscriptionSource = {
+    readAll: (o) => store.readAll(o),
+    headPosition: () => store.headPosition(),
+    onAppend: (listener) => store.onAppend(listener),
+    async scanPage(after, filter, limit, maxScan) {
+      const page = await store.scanPage(after, filter, limit, maxScan);
+      reads.push({ after, through: page.through, maxScan });
+      return page;
+    },
+  };
+  const service = new SubscriptionService(source, new MemorySubscriptionState(), { pollIntervalMs });
+  const close = async (): Promise<void> => {
+    await service.close();
+    await store.close();
+  };
+  return { store, reads, service, close };
+}
+
+describe('an idle subscription whose filter matches nothing', () => {
+  it('reads each position once, at most MAX_SCAN per read, and then only what arrives', async () => {
+    const { store, reads, service, close } = recordingService();
+    try {
+      const total = 2 * MAX_SCAN + 500;
+      for (let i = 0; i < total; i += 500) {
+        await store.append(
+          `other-${i}`,
+          Array.from({ length: 500 }, () => ({ type: 't', data: null })),
+        );
+      }
+      const reader = new Reader(await service.subscribe('narrow_v1', { filter: { categories: ['zz'] } }));
+      try {
+        await reader.waitFor(() => reader.messages.some((m) => m.kind === 'caught_up'), 'caught_up');
+        const atCaughtUp = reads.length;
+        // Several polls more.
+        await until(() => reads.length >= atCaughtUp + 5, { message: 'five more polls' });
+        assert.ok(reads.every((r) => r.maxScan <= MAX_SCAN && r.through - r.after <= MAX_SCAN));
+        const looked = reads.reduce((n, r) => n + (r.through - r.after), 0);
+        assert.equal(looked, total, 'each position is looked at once');
+        assert.ok(
+          reads.slice(atCaughtUp).every((r) => r.after === total && r.through === total),
+          'the polls after catching up start at the head',
+        );
+        assert.deepEqual(reader.events, []);
+      } finally {
+        await reader.stop();
+      }
+    } finally {
+      await close();
+    }
+  });
+});
+
+describe('closing a narrow subscription', () => {
+  it('stores the position past the events its filter left out, so the next owner does not read them again', async () => {
+    const { store, reads, service, close } = recordingService();
+    const filter = { categories: ['zz'] };
+    try {
+      await store.append('other-1', [{ type: 't', data: null }]);
+      const reader = new Reader(await service.subscribe('narrow_v1', { filter }));
+      await reader.waitFor(() => reader.messages.some((m) => m.kind === 'caught_up'), 'caught_up');
+      for (let i = 0; i < 5; i++) await store.append(`other-${i}`, [{ type: 't', data: null }]);
+      await until(() => reads.some((r) => r.through === 6), { message: 'a read through position 6' });
+      await reader.stop();
+      assert.equal((await service.consumers.get('narrow_v1')).position, 6);
+      const again = await service.subscribe('narrow_v1', { filter });
+      assert.equal(again.startPosition, 6);
+      await again.close();
+    } finally {
+      await close();
+    }
+  });
+});
+
+describe('lag', () => {
+  it('is one count over at most EXACT_LAG_LIMIT positions per consumer, plus the positions beyond', async () => {
+    const store = createMemoryStore();
+    const counts: { after: number; upTo: number }[] = [];
+    const source: SubscriptionSource = {
+      readAll: (o) => store.readAll(o),
+      headPosition: () => store.headPosition(),
+      countMatching(after, upTo, filter) {
+        counts.push({ after, upTo });
+        return store.countMatching(after, upTo, filter);
+      },
+    };
+    const service = new SubscriptionService(source, new MemorySubscriptionState());
+    try {
+      const total = EXACT_LAG_LIMIT + 1_000;
+      for (let i = 0; i < total; i += 500) {
+        await store.append(
+          i === 0 ? 'mine-1' : `other-${i}`,
+          Array.from({ length: 500 }, () => ({ type: 't', data: null })),
+        );
+      }
+      // Registered at the start, never run: 500 matching events among the positions counted.
+      await (await service.subscribe('narrow_v1', { filter: { categories: ['mine'] } })).close();
+      await (await service.subscribe('none_v1', { filter: { categories: ['zz'] } })).close();
+      const infos = await service.consumers.list();
+      const lag = Object.fromEntries(infos.map((i) => [i.name, i.lag]));
+      assert.deepEqual(lag, { narrow_v1: 500 + 1_000, none_v1: 1_000 });
+      assert.equal(counts.length, 2);
+      assert.ok(counts.every((c) => c.upTo - c.after === EXACT_LAG_LIMIT));
+    } finally {
+      await service.close();
+      await store.close();
+    }
+  });
+});
