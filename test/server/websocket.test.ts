@@ -144,7 +144,7 @@ describe('WebSocket /v1/subscribe', () => {
     withServer({ heartbeatMs: 600_000, silenceMs: 300 }, async ({ url, store }) => {
       const name = randomConsumer();
       const silent = await WsPeer.open(url);
-      silent.send({ type: 'subscribe', sub: 's', consumer: name, leaseTtlMs: 600_000, req: 1 });
+      silent.send({ type: 'subscribe', sub: 's', consumer: name, leaseTtlMs: 300_000, req: 1 });
       await silent.waitFor(isType('subscribed'), 'subscribed');
       await until(() => silent.closeCode !== null, { message: 'the server to drop the silent socket' });
       assert.equal(silent.messages.filter(isType('heartbeat')).length, 0, 'dropped before any heartbeat');
@@ -161,10 +161,10 @@ describe('WebSocket /v1/subscribe', () => {
       peer.socket.on('pong', () => pongs++);
       const pinger = setInterval(() => peer.socket.ping(), 50);
       try {
-        peer.send({ type: 'subscribe', sub: 's', consumer: name, leaseTtlMs: 300, req: 1 });
+        peer.send({ type: 'subscribe', sub: 's', consumer: name, leaseTtlMs: 1000, req: 1 });
         const subscribed = await peer.waitFor(isType('subscribed'), 'subscribed');
-        // Twenty pongs at one ping per 50 ms span several silenceMs and several lease TTLs.
-        await until(() => pongs >= 20, { message: 'twenty pongs' });
+        // Sixty pongs at one ping per 50 ms span many silenceMs and several lease TTLs (the shortest, 1 s).
+        await until(() => pongs >= 60, { message: 'sixty pongs' });
         assert.equal(peer.closeCode, null, 'the connection is still open');
         const info = await store.consumers.get(name);
         // Owned, nothing to process: `idle` (a live lease), under the same epoch.
@@ -183,10 +183,11 @@ describe('WebSocket /v1/subscribe', () => {
       const peer = await WsPeer.open(url);
       const rival = await WsPeer.open(url);
       try {
-        peer.send({ type: 'subscribe', sub: 's', consumer: name, leaseTtlMs: 300, req: 1 });
+        peer.send({ type: 'subscribe', sub: 's', consumer: name, leaseTtlMs: 1000, req: 1 });
         const subscribed = await peer.waitFor(isType('subscribed'), 'subscribed');
-        await until(() => peer.messages.filter(isType('heartbeat')).length >= 20, {
-          message: 'twenty heartbeats',
+        // Sixty heartbeats at one per 50 ms span several lease TTLs (the shortest, 1 s).
+        await until(() => peer.messages.filter(isType('heartbeat')).length >= 60, {
+          message: 'sixty heartbeats',
         });
         rival.send({ type: 'subscribe', sub: 's', consumer: name, req: 1 });
         assert.equal(errorCode(await rival.reply(1)), 'consumer_busy');
