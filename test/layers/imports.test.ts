@@ -20,7 +20,8 @@ const ALLOWED: Record<string, readonly string[]> = {
   client: ['core'],
   server: ['core'],
   nats: ['core'],
-  '.': ['core', 'memory', 'consumer', 'effects'],
+  commands: ['core'],
+  '.': ['core', 'memory', 'consumer', 'effects', 'commands'],
   demo: ['core', 'sqlite', 'consumer', 'client', 'server'],
   bench: ['core', 'sqlite', 'postgres', 'consumer', 'client', 'server', 'nats'],
   cli: [

@@ -51,7 +51,7 @@ export function describeErrorsAndGaps<Tx>(label: string, make: MakeTargetFixture
         const seen: { attempt: number; committedByB: number }[] = [];
         const a = h.consumer({
           filter: { categories: ['invoice'] },
-          onError: { attempts: 5, initialDelayMs: 50, maxDelayMs: 50, then: 'dead-letter' },
+          onError: { attempts: 5, initialDelayMs: 300, maxDelayMs: 300, then: 'dead-letter' },
           handle: async (e, ctx) => {
             if (e.position !== poison.firstPosition) return h.addAmount(e, ctx);
             seen.push({ attempt: ctx.attempt, committedByB: (await h.totals()).get(other) ?? 0 });
