@@ -1,7 +1,7 @@
 import { isIdemError } from '../core/errors.js';
 import type { ConsumerInfo, ConsumerStatus } from '../core/subscription.js';
 import type { ConsumerRecord } from './stateBackend.js';
-import type { EventFilter } from '../core/filter.js';
+import { normalizeFilter, type EventFilter } from '../core/filter.js';
 import type { MatchCount, SubscriptionSource } from './subscriptionSource.js';
 
 /**
@@ -79,9 +79,11 @@ async function lagOf(
   head: number,
   now: number,
 ): Promise<{ lag: number; lagSeconds: number }> {
+  // A filter stored before the filter limits is refused here as it would be on subscribe, on every store.
+  const filter = normalizeFilter(state.filter);
   if (head <= state.position) return { lag: 0, lagSeconds: 0 };
   const upTo = Math.min(head, state.position + EXACT_LAG_LIMIT);
-  const counted = await countMatching(source, state.position, upTo, state.filter);
+  const counted = await countMatching(source, state.position, upTo, filter);
   const lag = counted.count + (head - upTo);
   // Beyond the positions counted, the first one not counted is as old as a match there can be.
   const oldest = counted.oldest ?? (upTo < head ? await recordedAfter(source, upTo) : null);

@@ -106,12 +106,13 @@ describe('SQLite store options', () => {
 for (const readPageSize of [1, 3]) {
   describeEventStore(
     `sqlite (readPageSize ${readPageSize})`,
-    async ({ limits } = {}) => {
+    async ({ limits, upcasters } = {}) => {
       const dir = tempDir();
       const store = await openSqliteStore({
         path: dir.file('paged.db'),
         readPageSize,
         ...(limits ? { limits } : {}),
+        ...(upcasters ? { upcasters } : {}),
       });
       return {
         store,
