@@ -44,6 +44,10 @@ const SLOW = [
   'test/cli/tail.test.ts',
   'test/cli/targetFlags.test.ts',
   'test/cli/verify.test.ts',
+  'test/cli/secrets.test.ts',
+  'test/cli/noStore.test.ts',
+  'test/cli/backup.test.ts',
+  'test/nats/relayCli.test.ts',
 ];
 
 const args = process.argv.slice(2);
@@ -71,6 +75,7 @@ const child = spawn(
     `--test-timeout=${timeoutMs}`,
     ...files,
   ],
-  { stdio: 'inherit' },
+  // IDEM_TEST_FAST tells the suites to use their small sizes (the command-contention test: 16 x 10).
+  { stdio: 'inherit', env: fast ? { ...process.env, IDEM_TEST_FAST: '1' } : process.env },
 );
 child.on('exit', (code, signal) => process.exit(code ?? (signal ? 1 : 0)));

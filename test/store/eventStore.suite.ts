@@ -13,7 +13,7 @@
  */
 import { describe } from 'node:test';
 import { appendTests } from './suite/append.js';
-import { commandTests } from './suite/commands.js';
+import { commandTests, type CommandSuiteOptions } from './suite/commands.js';
 import type { MakeStore } from './suite/context.js';
 import { expectedVersionTests } from './suite/expectedVersion.js';
 import { historyTests } from './suite/history.js';
@@ -29,7 +29,7 @@ import { validationTests } from './suite/validation.js';
 export type { MakeStore, MakeStoreOptions, StoreFixture } from './suite/context.js';
 export { collect, withStore } from './suite/context.js';
 
-export interface EventStoreSuiteOptions extends LargeReadOptions {
+export interface EventStoreSuiteOptions extends LargeReadOptions, CommandSuiteOptions {
   /** Passed to `describe`: a skip reason, or false. @default false */
   skip?: string | false;
 }
@@ -49,7 +49,7 @@ export function describeEventStore(
     unknownOptionTests(makeStore);
     nameTests(makeStore);
     migrationStatusTests(makeStore);
-    commandTests(makeStore);
+    commandTests(makeStore, options);
     historyTests(makeStore);
     upcastingTests(makeStore);
   });

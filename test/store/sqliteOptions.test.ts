@@ -122,6 +122,6 @@ for (const readPageSize of [1, 3]) {
         },
       };
     },
-    { largeReadEvents: 3000 },
+    { largeReadEvents: 3000, cartItems: 10 },
   );
 }
