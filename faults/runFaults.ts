@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { requireOrSkip } from '../test/support/services.js';
 import { seededRandom } from './random.js';
 import { SCENARIOS } from './scenarios/index.js';
-import type { ScenarioResult, Size } from './types.js';
+import { emptyBody, type ScenarioResult, type Size } from './types.js';
 
 export interface RunOptions {
   size: Size;
@@ -27,18 +27,7 @@ export async function runFaults(options: RunOptions): Promise<ScenarioResult[]> 
   const results: ScenarioResult[] = [];
   for (const scenario of picked) {
     const started = Date.now();
-    const base = {
-      name: scenario.name,
-      faults: '',
-      faultCount: 0,
-      events: 0,
-      delivered: 0,
-      duplicates: 0,
-      lost: 0,
-      doubled: 0,
-      outOfOrder: 0,
-      notes: [],
-    };
+    const base = { name: scenario.name, ...emptyBody() };
     const needs = [
       ...(scenario.postgres ? ['postgres' as const] : []),
       ...(scenario.nats ? ['nats' as const] : []),
