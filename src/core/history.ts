@@ -8,7 +8,8 @@ export interface HistoryBoundOptions {
   toPosition?: number;
   /**
    * Read only events recorded at or before this time: a `Date`, or an ISO-8601 string with a zone
-   * (`2026-03-01T12:00:00Z`, `2026-03-01T13:00:00+01:00`) or a date alone (midnight UTC).
+   * (`YYYY-MM-DDTHH:MM:SSZ`, or with an offset such as `+01:00`) or a date alone (`YYYY-MM-DD`,
+   * midnight UTC).
    */
   toTime?: Date | string;
 }
