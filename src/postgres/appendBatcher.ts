@@ -1,4 +1,5 @@
-import type { Pool } from 'pg';
+import { createHash } from 'node:crypto';
+import type { Pool, QueryResult } from 'pg';
 import type { ExpectedVersion } from '../core/expectedVersion.js';
 import type { PreparedEvent } from '../core/validation.js';
 import { int4Array, textArray, uuidArray } from './binaryArrays.js';
@@ -10,6 +11,14 @@ export type BatchOutcome =
   /** One of its ids is already stored; nothing was written. */
   | { kind: 'exists' }
   | { kind: 'wrong_expected_version'; actual: number };
+
+/** A row of `append_batch` or `append_one`. */
+interface OutcomeRow {
+  outcome: string;
+  version: number | null;
+  first_position: string | null;
+  last_position: string | null;
+}
 
 interface Pending {
   stream: string;
@@ -59,11 +68,18 @@ export class AppendBatcher {
   private readonly minPipelinedEvents: number;
   /** Events in `queue`. */
   private queuedEvents = 0;
+  /**
+   * Names of the two statements, prepared once per connection (no parsing and planning of the call
+   * per append). They name the schema, since several stores may share one pool.
+   */
+  private readonly names: { one: string; group: string };
 
   constructor(private readonly options: AppendBatcherOptions) {
     this.maxBatchEvents = options.maxBatchEvents ?? 10_000;
     this.maxInFlight = options.maxInFlight ?? 2;
     this.minPipelinedEvents = options.minPipelinedEvents ?? 256;
+    const tag = createHash('sha256').update(options.s).digest('hex').slice(0, 16);
+    this.names = { one: `idem_append_one_${tag}`, group: `idem_append_batch_${tag}` };
   }
 
   submit(stream: string, expected: ExpectedVersion, events: readonly PreparedEvent[]): Promise<BatchOutcome> {
@@ -126,26 +142,7 @@ export class AppendBatcher {
   }
 
   private async run(batch: readonly Pending[]): Promise<BatchOutcome[]> {
-    const events = batch.flatMap((p) => p.events);
-    const r = await this.options.pool.query<{
-      outcome: string;
-      version: number | null;
-      first_position: string | null;
-      last_position: string | null;
-    }>(
-      `SELECT outcome, version, first_position, last_position
-         FROM ${this.options.s}.append_batch($1::text[], $2::text[], $3::int[], $4::uuid[], $5::text[], $6::text[], $7::text[])`,
-      // Binary arrays: no quoting of the JSON texts on either side (see binaryArrays.ts).
-      [
-        textArray(batch.map((p) => p.stream)),
-        textArray(batch.map((p) => String(p.expected))),
-        int4Array(batch.map((p) => p.events.length)),
-        uuidArray(events.map((e) => e.id)),
-        textArray(events.map((e) => e.type)),
-        textArray(events.map((e) => e.dataJson)),
-        textArray(events.map((e) => e.metadataJson)),
-      ],
-    );
+    const r = batch.length === 1 ? await this.runOne(batch[0]!) : await this.runGroup(batch);
     if (r.rows.length !== batch.length)
       throw new Error(`append_batch returned ${r.rows.length} outcomes for ${batch.length} appends`);
     return r.rows.map((row): BatchOutcome => {
@@ -160,6 +157,42 @@ export class AppendBatcher {
       if (row.outcome === 'wrong_expected_version')
         return { kind: 'wrong_expected_version', actual: row.version! };
       return { kind: 'exists' };
+    });
+  }
+
+  /** One append alone: `append_one`, a shorter function than the group's (see migrations.ts). */
+  private runOne(p: Pending): Promise<QueryResult<OutcomeRow>> {
+    return this.options.pool.query<OutcomeRow>({
+      name: this.names.one,
+      text: `SELECT outcome, version, first_position, last_position
+         FROM ${this.options.s}.append_one($1::text, $2::text, $3::uuid[], $4::text[], $5::text[], $6::text[])`,
+      values: [
+        p.stream,
+        String(p.expected),
+        uuidArray(p.events.map((e) => e.id)),
+        textArray(p.events.map((e) => e.type)),
+        textArray(p.events.map((e) => e.dataJson)),
+        textArray(p.events.map((e) => e.metadataJson)),
+      ],
+    });
+  }
+
+  private runGroup(batch: readonly Pending[]): Promise<QueryResult<OutcomeRow>> {
+    const events = batch.flatMap((p) => p.events);
+    return this.options.pool.query<OutcomeRow>({
+      name: this.names.group,
+      text: `SELECT outcome, version, first_position, last_position
+         FROM ${this.options.s}.append_batch($1::text[], $2::text[], $3::int[], $4::uuid[], $5::text[], $6::text[], $7::text[])`,
+      // Binary arrays: no quoting of the JSON texts on either side (see binaryArrays.ts).
+      values: [
+        textArray(batch.map((p) => p.stream)),
+        textArray(batch.map((p) => String(p.expected))),
+        int4Array(batch.map((p) => p.events.length)),
+        uuidArray(events.map((e) => e.id)),
+        textArray(events.map((e) => e.type)),
+        textArray(events.map((e) => e.dataJson)),
+        textArray(events.map((e) => e.metadataJson)),
+      ],
     });
   }
 }

@@ -261,6 +261,87 @@ export const EVENT_STORE_MIGRATIONS: PostgresMigration[] = [
       $fn$;
     `,
   },
+  {
+    // One append alone (what a sequential caller sends, and what the store sends when no other
+    // append waits): the same checks and outcomes as append_batch with one append, in four
+    // statements instead of about a dozen. append_batch stays for groups and for processes still
+    // running older code.
+    version: 4,
+    name: 'append_one',
+    sql: (s, schema) => `
+      -- One append of cardinality(p_ids) events to p_stream: 'ok', 'exists' (one of its ids is already
+      -- stored) or 'wrong_expected_version' (version = the stream's actual version), as append_batch.
+      --
+      -- The head row is updated first: that takes the allocator's lock (held until commit, so
+      -- positions stay in commit order and gap-free) and the positions in one statement, where
+      -- append_batch locks with SELECT ... FOR UPDATE and updates later (two row writes, two WAL
+      -- records). Every later statement takes a new snapshot, so its checks see every earlier commit.
+      -- When nothing is written the head is put back, and nothing is notified.
+      CREATE FUNCTION ${s}.append_one(
+        p_stream text, p_expected text, p_ids uuid[], p_types text[], p_data text[], p_metadata text[]
+      ) RETURNS TABLE (outcome text, version integer, first_position bigint, last_position bigint)
+      LANGUAGE plpgsql AS $fn$
+      DECLARE
+        n       integer := coalesce(cardinality(p_ids), 0);
+        v_head  bigint;
+        v_cur   integer;
+        v_found boolean;
+        v_now   timestamptz;
+      BEGIN
+        IF n = 0 OR cardinality(p_types) <> n OR cardinality(p_data) <> n OR cardinality(p_metadata) <> n THEN
+          RAISE EXCEPTION 'append_one: % ids, % types, % data, % metadata',
+            n, cardinality(p_types), cardinality(p_data), cardinality(p_metadata);
+        END IF;
+        UPDATE ${s}.head h SET position = h.position + n WHERE h.id RETURNING h.position - n INTO v_head;
+        v_now := clock_timestamp();
+
+        -- Ids already stored (a unique-index probe per id) and the stream's version (a backward
+        -- index probe), in one statement.
+        IF n = 1 THEN
+          SELECT EXISTS (SELECT 1 FROM ${s}.events x WHERE x.id = p_ids[1]),
+                 coalesce((SELECT max(x.version) FROM ${s}.events x WHERE x.stream = p_stream), 0)
+            INTO v_found, v_cur;
+        ELSE
+          SELECT EXISTS (SELECT 1 FROM unnest(p_ids) AS u(id)
+                           CROSS JOIN LATERAL (SELECT 1 FROM ${s}.events x WHERE x.id = u.id LIMIT 1) AS hit),
+                 coalesce((SELECT max(x.version) FROM ${s}.events x WHERE x.stream = p_stream), 0)
+            INTO v_found, v_cur;
+        END IF;
+        IF v_found THEN
+          UPDATE ${s}.head h SET position = v_head WHERE h.id;
+          outcome := 'exists';
+          RETURN NEXT;
+          RETURN;
+        END IF;
+        IF NOT (p_expected = 'any'
+                OR (p_expected = 'no_stream' AND v_cur = 0)
+                OR (p_expected = 'stream_exists' AND v_cur > 0)
+                OR (p_expected ~ '^[0-9]+$' AND v_cur::numeric = p_expected::numeric)) THEN
+          UPDATE ${s}.head h SET position = v_head WHERE h.id;
+          outcome := 'wrong_expected_version';
+          version := v_cur;
+          RETURN NEXT;
+          RETURN;
+        END IF;
+
+        IF n = 1 THEN
+          INSERT INTO ${s}.events (position, id, stream, version, type, data, metadata, recorded_at)
+          VALUES (v_head + 1, p_ids[1], p_stream, v_cur + 1, p_types[1], p_data[1]::json, p_metadata[1]::json, v_now);
+        ELSE
+          INSERT INTO ${s}.events (position, id, stream, version, type, data, metadata, recorded_at)
+          SELECT v_head + t.k, t.id, p_stream, v_cur + t.k, t.type, t.data::json, t.metadata::json, v_now
+            FROM unnest(p_ids, p_types, p_data, p_metadata) WITH ORDINALITY AS t(id, type, data, metadata, k);
+        END IF;
+        PERFORM pg_notify('${appendChannel(schema)}', (v_head + n)::text);
+        outcome := 'ok';
+        version := v_cur + n;
+        first_position := v_head + 1;
+        last_position := v_head + n;
+        RETURN NEXT;
+      END
+      $fn$;
+    `,
+  },
 ];
 
 export interface MigrationTarget {
