@@ -1,9 +1,9 @@
-import { createHash } from 'node:crypto';
 import type { Pool, QueryResult } from 'pg';
 import type { ExpectedVersion } from '../core/expectedVersion.js';
 import type { PreparedEvent } from '../core/validation.js';
 import { int4Array, textArray, uuidArray } from './binaryArrays.js';
 import { isConnectionFault } from './connectionFaults.js';
+import { statementName } from './schemaName.js';
 
 /** What `append_batch` decided for one append. */
 export type BatchOutcome =
@@ -78,8 +78,10 @@ export class AppendBatcher {
     this.maxBatchEvents = options.maxBatchEvents ?? 10_000;
     this.maxInFlight = options.maxInFlight ?? 2;
     this.minPipelinedEvents = options.minPipelinedEvents ?? 256;
-    const tag = createHash('sha256').update(options.s).digest('hex').slice(0, 16);
-    this.names = { one: `idem_append_one_${tag}`, group: `idem_append_batch_${tag}` };
+    this.names = {
+      one: statementName('append_one', options.s),
+      group: statementName('append_batch', options.s),
+    };
   }
 
   submit(stream: string, expected: ExpectedVersion, events: readonly PreparedEvent[]): Promise<BatchOutcome> {

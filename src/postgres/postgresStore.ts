@@ -48,7 +48,22 @@ import {
   type MatchCount,
   type ScannedPage,
 } from '../subscriptions/subscriptionSource.js';
-import { appendChannel, DEFAULT_SCHEMA, quoteSchema, validateSchemaName } from './schemaName.js';
+import {
+  appendChannel,
+  DEFAULT_SCHEMA,
+  quoteSchema,
+  statementName,
+  validateSchemaName,
+} from './schemaName.js';
+
+/** The key of the empty filter (every event). */
+const NO_FILTER = filterKey({});
+
+/** A statement's text, and its name when it is prepared once per connection. */
+interface NamedQuery {
+  name?: string;
+  text: string;
+}
 
 export interface PostgresStoreOptions {
   /** A PostgreSQL URL; the store makes (and on close ends) its own pool. Give this or `pool`. */
@@ -109,7 +124,9 @@ export class PostgresEventStore implements EventStore {
   /** Reads are round trips: subscriptions read the next page while the current one is processed. */
   readonly readAhead = true;
   /** Page queries of `readAll` and the subscriptions, by filter. */
-  private readonly pageQueries = new QueryCache<{ text: string; params: string[][] }>();
+  private readonly pageQueries = new QueryCache<{ query: NamedQuery; params: string[][] }>();
+  /** `readStream`'s page, a named statement: prepared once per connection. */
+  private readonly streamQuery: NamedQuery;
   /** Scan queries of the subscriptions (`scanPage`), by filter. */
   private readonly scanQueries = new QueryCache<{ text: string; params: string[][] }>();
   private closed = false;
@@ -142,6 +159,10 @@ export class PostgresEventStore implements EventStore {
     this.limits = options.limits;
     this.retry = options.retry;
     this.pageSize = options.pageSize;
+    this.streamQuery = {
+      name: statementName('read_stream', this.s),
+      text: `SELECT ${EVENT_TUPLE_COLUMNS} FROM ${this.s}.events WHERE stream = $1 AND version >= $2 ORDER BY version LIMIT $3`,
+    };
     this.batcher = new AppendBatcher({ pool, s: this.s });
     this.notifier = new AppendNotifier({
       makeClient,
@@ -184,10 +205,7 @@ export class PostgresEventStore implements EventStore {
     const bound = parseHistoryBound(options);
     yield* readPages(from, limit, this.pageSize, async (version, size) => {
       this.assertOpen();
-      const events = await this.queryEvents(
-        `SELECT ${EVENT_TUPLE_COLUMNS} FROM ${this.s}.events WHERE stream = $1 AND version >= $2 ORDER BY version LIMIT $3`,
-        [stream, version, size],
-      );
+      const events = await this.queryEvents(this.streamQuery, [stream, version, size]);
       return boundedPage(
         tablePage(events, size, (last) => last.version + 1),
         bound,
@@ -216,17 +234,21 @@ export class PostgresEventStore implements EventStore {
     maxBytes?: number,
   ): Promise<RecordedEvent[]> {
     this.assertOpen();
-    const q = this.pageQueries.get(filterKey(filter), () => {
+    const key = filterKey(filter);
+    const q = this.pageQueries.get(key, () => {
       const sql = filterSql(filter, 3);
+      const text = `SELECT ${EVENT_TUPLE_COLUMNS}, octet_length(data::text) + octet_length(metadata::text)
+          FROM ${this.s}.events WHERE position > $1 AND ${sql.where} ORDER BY position LIMIT $2`;
       return {
         // The last column, the events' JSON bytes, bounds a delivered page (`maxBytes`); json is kept
-        // as text, so it costs no conversion.
-        text: `SELECT ${EVENT_TUPLE_COLUMNS}, octet_length(data::text) + octet_length(metadata::text)
-          FROM ${this.s}.events WHERE position > $1 AND ${sql.where} ORDER BY position LIMIT $2`,
+        // as text, so it costs no conversion. The unfiltered read (readAll, every subscription without
+        // a filter) is a named statement; filtered ones are not, so that a server's many filters do
+        // not each keep a prepared statement on every pooled connection.
+        query: key === NO_FILTER ? { name: statementName('read_all', this.s), text } : { text },
         params: sql.params,
       };
     });
-    return this.queryEvents(q.text, [after, limit, ...q.params], maxBytes);
+    return this.queryEvents(q.query, [after, limit, ...q.params], maxBytes);
   }
 
   /**
@@ -297,9 +319,13 @@ export class PostgresEventStore implements EventStore {
    * Runs a read of `EVENT_TUPLE_COLUMNS` (rows as arrays: no object per row to build and drop). With
    * `maxBytes`, the query's ninth column is each row's size, and the page ends at that bound.
    */
-  private async queryEvents(text: string, values: unknown[], maxBytes?: number): Promise<RecordedEvent[]> {
+  private async queryEvents(
+    query: NamedQuery,
+    values: unknown[],
+    maxBytes?: number,
+  ): Promise<RecordedEvent[]> {
     const r = await withReconnect(
-      () => this.pool.query<PostgresEventTuple>({ text, values, rowMode: 'array' }),
+      () => this.pool.query<PostgresEventTuple>({ ...query, values, rowMode: 'array' }),
       this.retry,
       this.countFault,
     );

@@ -32,3 +32,11 @@ export function appendChannel(schema: string): string {
   if (channel.length <= 63) return channel;
   return `idem_append_${schema.slice(0, 40)}_${createHash('sha256').update(schema).digest('hex').slice(0, 10)}`;
 }
+
+/**
+ * The name of a statement prepared once per connection (no parse and plan per call). It names the
+ * schema, since several stores may share one pool, and stays short (names are cut at 63 bytes).
+ */
+export function statementName(what: string, quotedSchema: string): string {
+  return `idem_${what}_${createHash('sha256').update(quotedSchema).digest('hex').slice(0, 16)}`;
+}

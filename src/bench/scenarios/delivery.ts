@@ -96,7 +96,7 @@ async function rawSqlite(path: string, n: number, withCursor: boolean): Promise<
 }
 
 /** The raw pg reader: pages by position (json parsed by pg), optionally a cursor row updated per page (autocommit). */
-async function rawPostgres(url: string, n: number, withCursor: boolean): Promise<Timed> {
+export async function rawPostgres(url: string, n: number, withCursor: boolean): Promise<Timed> {
   const pg = await loadPgModule();
   const client = new pg.Client({ connectionString: url });
   await client.connect();

@@ -3,10 +3,12 @@ import { catchUp } from './catchUp.js';
 import { consumerPostgres } from './consumerPostgres.js';
 import { consumerSqlite } from './consumerSqlite.js';
 import { deliveryPostgres, deliverySqlite } from './delivery.js';
+import { httpAppend } from './httpAppend.js';
 import { idleSubscriptionsScenario } from './idleSubscriptions.js';
 import { jetstream } from './jetstream.js';
 import { liveLatency } from './liveLatency.js';
 import { postgresAppend } from './postgresAppend.js';
+import { postgresRead } from './postgresRead.js';
 import { redelivery } from './redelivery.js';
 import { sqliteAppend } from './sqliteAppend.js';
 
@@ -17,6 +19,8 @@ import { sqliteAppend } from './sqliteAppend.js';
 export const SCENARIOS: readonly Scenario[] = [
   sqliteAppend,
   postgresAppend,
+  postgresRead,
+  httpAppend,
   consumerPostgres,
   consumerSqlite,
   liveLatency,
