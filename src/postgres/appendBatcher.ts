@@ -46,6 +46,8 @@ export interface AppendBatcherOptions {
    * that would only wait for the lock and then pay its own flush. @default 256
    */
   minPipelinedEvents?: number;
+  /** Send the calls as named statements, prepared once per connection. @default true */
+  preparedStatements?: boolean;
 }
 
 /**
@@ -72,16 +74,16 @@ export class AppendBatcher {
    * Names of the two statements, prepared once per connection (no parsing and planning of the call
    * per append). They name the schema, since several stores may share one pool.
    */
-  private readonly names: { one: string; group: string };
+  private readonly names: { one?: string; group?: string };
 
   constructor(private readonly options: AppendBatcherOptions) {
     this.maxBatchEvents = options.maxBatchEvents ?? 10_000;
     this.maxInFlight = options.maxInFlight ?? 2;
     this.minPipelinedEvents = options.minPipelinedEvents ?? 256;
-    this.names = {
-      one: statementName('append_one', options.s),
-      group: statementName('append_batch', options.s),
-    };
+    this.names =
+      options.preparedStatements === false
+        ? {}
+        : { one: statementName('append_one', options.s), group: statementName('append_batch', options.s) };
   }
 
   submit(stream: string, expected: ExpectedVersion, events: readonly PreparedEvent[]): Promise<BatchOutcome> {
@@ -165,7 +167,7 @@ export class AppendBatcher {
   /** One append alone: `append_one`, a shorter function than the group's (see migrations.ts). */
   private runOne(p: Pending): Promise<QueryResult<OutcomeRow>> {
     return this.options.pool.query<OutcomeRow>({
-      name: this.names.one,
+      ...(this.names.one === undefined ? {} : { name: this.names.one }),
       text: `SELECT outcome, version, first_position, last_position
          FROM ${this.options.s}.append_one($1::text, $2::text, $3::uuid[], $4::text[], $5::text[], $6::text[])`,
       values: [
@@ -182,7 +184,7 @@ export class AppendBatcher {
   private runGroup(batch: readonly Pending[]): Promise<QueryResult<OutcomeRow>> {
     const events = batch.flatMap((p) => p.events);
     return this.options.pool.query<OutcomeRow>({
-      name: this.names.group,
+      ...(this.names.group === undefined ? {} : { name: this.names.group }),
       text: `SELECT outcome, version, first_position, last_position
          FROM ${this.options.s}.append_batch($1::text[], $2::text[], $3::int[], $4::uuid[], $5::text[], $6::text[], $7::text[])`,
       // Binary arrays: no quoting of the JSON texts on either side (see binaryArrays.ts).

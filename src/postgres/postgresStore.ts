@@ -90,6 +90,12 @@ export interface PostgresStoreOptions {
   create?: boolean;
   /** Applied to every event read (streams, `readAll`, subscriptions); see `Upcasters`. */
   upcasters?: Upcasters;
+  /**
+   * Send the append and read statements as named statements, prepared once per connection (no parse
+   * and plan per call). Turn off behind a pooler that cannot keep them (PgBouncer in transaction
+   * mode before 1.21, or without `max_prepared_statements`). @default true
+   */
+  preparedStatements?: boolean;
 }
 
 const POSTGRES_STORE_OPTION_KEYS = {
@@ -103,6 +109,7 @@ const POSTGRES_STORE_OPTION_KEYS = {
   pollIntervalMs: true,
   create: true,
   upcasters: true,
+  preparedStatements: true,
 } as const satisfies KnownKeys<PostgresStoreOptions>;
 
 /**
@@ -127,6 +134,8 @@ export class PostgresEventStore implements EventStore {
   private readonly pageQueries = new QueryCache<{ query: NamedQuery; params: string[][] }>();
   /** `readStream`'s page, a named statement: prepared once per connection. */
   private readonly streamQuery: NamedQuery;
+  /** Whether statements are named (see `PostgresStoreOptions.preparedStatements`). */
+  private readonly prepared: boolean;
   /** Scan queries of the subscriptions (`scanPage`), by filter. */
   private readonly scanQueries = new QueryCache<{ text: string; params: string[][] }>();
   private closed = false;
@@ -151,6 +160,7 @@ export class PostgresEventStore implements EventStore {
       pageSize: number;
       pollIntervalMs?: number;
       upcast?: UpcastEvents | null;
+      preparedStatements?: boolean;
     },
   ) {
     this.upcast = options.upcast ?? null;
@@ -160,10 +170,11 @@ export class PostgresEventStore implements EventStore {
     this.retry = options.retry;
     this.pageSize = options.pageSize;
     this.streamQuery = {
-      name: statementName('read_stream', this.s),
+      ...this.statementName('read_stream'),
       text: `SELECT ${EVENT_TUPLE_COLUMNS} FROM ${this.s}.events WHERE stream = $1 AND version >= $2 ORDER BY version LIMIT $3`,
     };
-    this.batcher = new AppendBatcher({ pool, s: this.s });
+    this.prepared = options.preparedStatements ?? true;
+    this.batcher = new AppendBatcher({ pool, s: this.s, preparedStatements: this.prepared });
     this.notifier = new AppendNotifier({
       makeClient,
       channel: appendChannel(options.schema),
@@ -244,7 +255,7 @@ export class PostgresEventStore implements EventStore {
         // as text, so it costs no conversion. The unfiltered read (readAll, every subscription without
         // a filter) is a named statement; filtered ones are not, so that a server's many filters do
         // not each keep a prepared statement on every pooled connection.
-        query: key === NO_FILTER ? { name: statementName('read_all', this.s), text } : { text },
+        query: key === NO_FILTER ? { ...this.statementName('read_all'), text } : { text },
         params: sql.params,
       };
     });
@@ -409,6 +420,11 @@ export class PostgresEventStore implements EventStore {
     this.faults++;
   };
 
+  /** `{ name }` for a named statement of this store, or nothing when statements are not prepared. */
+  private statementName(what: string): { name?: string } {
+    return this.prepared ? { name: statementName(what, this.s) } : {};
+  }
+
   private assertOpen(): void {
     if (this.closed) throw new ClosedError('postgres store');
   }
@@ -456,6 +472,9 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
     throw new InvalidInputError('pageSize', 'must be an integer >= 1');
   const create = options.create ?? true;
   if (typeof create !== 'boolean') throw new InvalidInputError('create', 'must be a boolean');
+  const preparedStatements = options.preparedStatements ?? true;
+  if (typeof preparedStatements !== 'boolean')
+    throw new InvalidInputError('preparedStatements', 'must be a boolean');
   const limits = resolveStoreLimits(options.limits);
   const pg = await loadPg();
   const pool = givenPool ?? new pg.Pool({ connectionString, max: poolSize });
@@ -467,6 +486,7 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
     retry: options.retry ?? {},
     pageSize,
     upcast,
+    preparedStatements,
     ...(options.pollIntervalMs === undefined ? {} : { pollIntervalMs: options.pollIntervalMs }),
   });
   try {

@@ -32,6 +32,7 @@ describe('idem/postgres without a database', () => {
       [{ connectionString: 'postgres://x', schema: '1abc' }, 'schema'],
       [{ connectionString: 'postgres://x', poolSize: 0 }, 'poolSize'],
       [{ connectionString: 'postgres://x', pageSize: 1.5 }, 'pageSize'],
+      [{ connectionString: 'postgres://x', preparedStatements: 'yes' }, 'preparedStatements'],
     ];
     for (const [options, field] of cases) {
       await assert.rejects(
