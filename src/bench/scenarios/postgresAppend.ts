@@ -39,6 +39,11 @@ function rawShape(perStatement: number, ids: IdKind = 'v4', perStream = 1): stri
     : shape;
 }
 
+/** The target "at least `ratio` times the raw baseline measured in the same run". */
+function atLeast(measured: Timed, raw: Timed, ratio: number): { text: string; met: boolean } {
+  return { text: `>= ${ratio}x raw`, met: measured.eventsPerSec >= ratio * raw.eventsPerSec };
+}
+
 /** `total` events appended to a store in a new database as `appendInCalls` says. */
 async function storeAppends(
   ctx: ScenarioContext,
@@ -84,18 +89,30 @@ export const postgresAppend: Scenario = {
       single,
       multi,
       sameRows,
-      row({ scenario: NAME, shape: '1 event/call, sequential', measured: m.single, against: single }),
+      row({
+        scenario: NAME,
+        shape: '1 event/call, sequential',
+        measured: m.single,
+        against: single,
+        target: atLeast(m.single, m.rawSingle, 0.75),
+      }),
       row({
         scenario: NAME,
         shape: '1 event/call, 16 concurrent callers',
         measured: m.concurrent,
         against: single,
+        target: {
+          text: '>= 10,000 events/s and >= 3x raw',
+          met:
+            m.concurrent.eventsPerSec >= 10_000 && m.concurrent.eventsPerSec >= 3 * m.rawSingle.eventsPerSec,
+        },
       }),
       row({
         scenario: NAME,
         shape: '100 events/call, sequential',
         measured: m.sequential,
         against: sameRows,
+        target: atLeast(m.sequential, m.rawSameRows, 0.75),
       }),
       row({
         scenario: NAME,

@@ -1,0 +1,109 @@
+// Where a single PostgreSQL append's time goes, piece by piece (docs/postgres.md, "Where an append's
+// time goes"): `node --import tsx bench/appendBreakdown.ts [postgres-url] [calls] [rounds]`.
+// Creates a database, measures each piece `rounds` times interleaved, prints the medians, drops it.
+import { randomUUID } from 'node:crypto';
+import pg from 'pg';
+import { resolveStoreLimits } from '../src/core/limits.js';
+import { uuidv7 } from '../src/core/uuid.js';
+import { prepareAppend } from '../src/core/validation.js';
+import { int4Array, textArray, uuidArray } from '../src/postgres/binaryArrays.js';
+import { openPostgresStore } from '../src/postgres/index.js';
+
+const [url = 'postgres://postgres@127.0.0.1:5432/postgres', callsArg = '400', roundsArg = '3'] =
+  process.argv.slice(2);
+const calls = Number(callsArg);
+const rounds = Number(roundsArg);
+const data = { invoiceId: 'inv-1', customer: 'customer-7919', amount: 101, currency: 'EUR' };
+const metadata = { commandId: 'cmd-1' };
+const dataJson = JSON.stringify(data);
+const metadataJson = JSON.stringify(metadata);
+
+const admin = new pg.Client({ connectionString: url });
+await admin.connect();
+const name = `idem_breakdown_${process.pid}`;
+await admin.query(`CREATE DATABASE ${name}`);
+await admin.query(`ALTER DATABASE ${name} SET track_functions = 'all'`);
+const dbUrl = new URL(url);
+dbUrl.pathname = `/${name}`;
+const times = new Map<string, number[]>();
+
+/** Microseconds per call of `f`, over `n` calls, added to the piece's rounds. */
+async function time(piece: string, n: number, f: (i: number) => unknown): Promise<void> {
+  const start = process.hrtime.bigint();
+  for (let i = 0; i < n; i++) await f(i);
+  const us = Number(process.hrtime.bigint() - start) / 1000 / n;
+  times.set(piece, [...(times.get(piece) ?? []), us]);
+}
+
+try {
+  const store = await openPostgresStore({ connectionString: dbUrl.href, schema: 'st' });
+  const client = new pg.Client({ connectionString: dbUrl.href });
+  await client.connect();
+  await client.query('CREATE SCHEMA raw; CREATE TABLE raw.events (LIKE st.events INCLUDING ALL)');
+  let position = 0;
+  let k = 0;
+  const rawInsert = (): Promise<unknown> =>
+    client.query({
+      name: 'raw_insert',
+      text: 'INSERT INTO raw.events VALUES ($1, $2, $3, $4, $5, $6, $7, $8)',
+      values: [++position, randomUUID(), `raw-${position}`, 1, 't', dataJson, metadataJson, new Date()],
+    });
+  const arrays = (stream: string): Buffer[] => [
+    textArray([stream]),
+    textArray(['any']),
+    int4Array([1]),
+    uuidArray([uuidv7()]),
+    textArray(['t']),
+    textArray([dataJson]),
+    textArray([metadataJson]),
+  ];
+  const limits = resolveStoreLimits({});
+  for (let r = 0; r < rounds; r++) {
+    await time('round trip (SELECT 1, named)', calls, () => client.query({ name: 'one', text: 'SELECT 1' }));
+    await time('pool checkout + release', calls, async () => (await store.pool.connect()).release());
+    await time('raw INSERT, autocommit', calls, rawInsert);
+    await client.query('BEGIN');
+    await time('raw INSERT inside an open transaction', calls, rawInsert);
+    await client.query('COMMIT');
+    await time('append_batch call with one append, autocommit', calls, () =>
+      client.query({
+        name: 'batch',
+        text: 'SELECT * FROM st.append_batch($1::text[], $2::text[], $3::int[], $4::uuid[], $5::text[], $6::text[], $7::text[])',
+        values: arrays(`batch-${++k}`),
+      }),
+    );
+    await time('store.append of one event (append_one)', calls, (i) =>
+      store.append(`store-${r}-${i}`, [{ type: 't', data, metadata }]),
+    );
+    await time('prepareAppend (validation, JSON text)', calls * 10, () =>
+      prepareAppend('s-1', [{ type: 't', data, metadata }], limits),
+    );
+    await time('binary arrays of one event', calls * 10, () => arrays('s-1'));
+  }
+  // The functions' own time: statistics are flushed when a session ends.
+  await client.end();
+  await store.close();
+  await new Promise((resolve) => setTimeout(resolve, 1500));
+  const stats = new pg.Client({ connectionString: dbUrl.href });
+  await stats.connect();
+  const functions = await stats.query<{ funcname: string; calls: string; total_time: number }>(
+    'SELECT funcname, calls, total_time FROM pg_stat_user_functions ORDER BY funcname',
+  );
+  await stats.end();
+  for (const [piece, us] of times) {
+    const sorted = [...us].sort((a, b) => a - b);
+    const median = sorted[(sorted.length - 1) >> 1]!;
+    console.log(
+      `${piece.padEnd(48)} ${median.toFixed(1).padStart(9)} us  (rounds: ${us.map((u) => u.toFixed(0)).join(', ')})`,
+    );
+  }
+  for (const f of functions.rows) {
+    const us = (f.total_time * 1000) / Number(f.calls);
+    console.log(
+      `${`${f.funcname}: own time per call`.padEnd(48)} ${us.toFixed(1).padStart(9)} us  (${f.calls} calls)`,
+    );
+  }
+} finally {
+  await admin.query(`DROP DATABASE ${name} WITH (FORCE)`);
+  await admin.end();
+}
