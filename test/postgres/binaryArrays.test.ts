@@ -41,5 +41,8 @@ describe('binary array parameters', { skip: ctx.skip }, () => {
   it('refuse an id that is not a canonical UUID before anything is sent', () => {
     assert.throws(() => uuidArray(['not-a-uuid']), /not a canonical UUID/);
     assert.throws(() => uuidArray(['zzzzzzzz-0000-0000-0000-000000000000']), /not a canonical UUID/);
+    assert.throws(() => uuidArray(['000000000-000-0000-0000-000000000000']), /not a canonical UUID/);
+    assert.throws(() => uuidArray(['00000000-0000-0000-0000-00000000000é']), /not a canonical UUID/);
+    assert.throws(() => uuidArray(['00000000+0000-0000-0000-000000000000']), /not a canonical UUID/);
   });
 });
