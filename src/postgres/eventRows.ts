@@ -102,11 +102,9 @@ export function filterSql(filter: EventFilter, firstParam: number): { where: str
   const categories = filter.categories ?? [];
   const prefixes = filter.streamPrefixes ?? [];
   if (categories.length > 0) streamParts.push(`split_part(stream, '-', 1) = ANY(${next(categories)})`);
-  if (prefixes.length > 0) {
-    streamParts.push(
-      `EXISTS (SELECT 1 FROM unnest(${next(prefixes)}) AS p(prefix) WHERE starts_with(stream, p.prefix))`,
-    );
-  }
+  // `^@` is `starts_with` as an operator, so that ANY applies it to each prefix without a subquery
+  // per row.
+  if (prefixes.length > 0) streamParts.push(`stream ^@ ANY(${next(prefixes)})`);
   if (streamParts.length > 0) parts.push(`(${streamParts.join(' OR ')})`);
   return { where: parts.length > 0 ? parts.join(' AND ') : 'true', params };
 }
