@@ -36,6 +36,20 @@ export const STORE_MIGRATIONS: Migration[] = [
     name: 'subscriptions',
     up: createSubscriptionTables,
   },
+  {
+    version: 3,
+    name: 'ledger horizons',
+    // The position through which each consumer's target pruned its dedup ledger, as the consumer
+    // runtime reports it: `consumers.reset` below it is refused.
+    up: (db) => {
+      db.exec(`
+        CREATE TABLE idem_ledger_horizons (
+          consumer TEXT    PRIMARY KEY,
+          position INTEGER NOT NULL
+        ) WITHOUT ROWID;
+      `);
+    },
+  },
 ];
 
 /**
