@@ -212,6 +212,15 @@ export class RemoteEventStore implements EventStore {
         validatePosition(position, 'position');
         await this.http.request('POST', this.consumerPath(name, '/reset'), { body: { position } });
       },
+      setLedgerHorizon: async (name, position) => {
+        this.assertOpen();
+        validatePosition(position, 'position');
+        // Safe to repeat: it sets the same value again.
+        await this.http.request('PUT', this.consumerPath(name, '/ledger-horizon'), {
+          body: { position },
+          retry: true,
+        });
+      },
       delete: async (name) => {
         this.assertOpen();
         await this.http.request('DELETE', this.consumerPath(name));
