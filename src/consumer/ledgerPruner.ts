@@ -1,3 +1,6 @@
+import type { ConsumerTarget, PruneLedgerOptions, PruneLedgerResult } from '../core/consumerTarget.js';
+import { InvalidInputError } from '../core/errors.js';
+import type { EventStore } from '../core/eventStore.js';
 import { belowHorizon, type ResolvedRetain } from '../core/ledgerRetention.js';
 import type { ResolvedOptions } from './options.js';
 
@@ -48,8 +51,7 @@ export class LedgerPruner<Tx> {
   /** After an acknowledgement of `position`: prunes when due. */
   async acked(position: number, handled: number, lastRecordedMs: number): Promise<void> {
     const retain = this.retain;
-    const prune = this.o.target.pruneLedger?.bind(this.o.target);
-    if (!retain || !prune) return;
+    if (!retain || !this.o.target.pruneLedger) return;
     this.handled += handled;
     if (retain.kind === 'age') this.mark(lastRecordedMs, position);
     const now = Date.now();
@@ -57,22 +59,14 @@ export class LedgerPruner<Tx> {
       return;
     this.handled = 0;
     this.lastPruneMs = now;
-    let through = retain.kind === 'age' ? this.agedThrough(now - retain.ms) : position;
-    const parked = await this.firstParked();
-    if (parked !== null) {
-      // A key guard other than event ids may match a parked event's retry to an older event's row:
-      // nothing is pruned while one is parked. Event ids are unique, so then only the rows at and
-      // after the first parked event are kept.
-      if (this.o.guards.keyGuards.some((g) => g.label !== 'event-id')) return;
-      through = Math.min(through, parked - 1);
-    }
+    const through = retain.kind === 'age' ? this.agedThrough(now - retain.ms) : position;
     if (through <= 0) return;
-    const r = await prune(this.o.name, {
+    await pruneConsumerLedger(this.o.source, this.o.target, this.o.name, {
       through,
       ...(retain.kind === 'events' ? { keep: retain.keep } : {}),
+      keysBeyondIds: this.o.guards.keyGuards.some((g) => g.label !== 'event-id'),
+      reportHorizon: this.horizonMatters,
     });
-    if (r.deleted > 0 && this.horizonMatters)
-      await this.o.source.consumers.setLedgerHorizon?.(this.o.name, r.horizon);
   }
 
   private mark(ms: number, position: number): void {
@@ -93,12 +87,41 @@ export class LedgerPruner<Tx> {
     this.marks = this.marks.slice(keepFrom);
     return through;
   }
+}
 
-  /** The position of the consumer's earliest active dead letter, or null when none. */
-  private async firstParked(): Promise<number | null> {
-    const letters = await this.o.source.deadLetters.list(this.o.name);
-    let first: number | null = null;
-    for (const d of letters) if (first === null || d.event.position < first) first = d.event.position;
-    return first;
+export interface PruneConsumerLedgerOptions extends PruneLedgerOptions {
+  /** The consumer has a key guard other than `event-id`: nothing is pruned while it has dead letters. */
+  keysBeyondIds?: boolean;
+  /** Tell the source the new horizon (not with the entity-version guard). @default true */
+  reportHorizon?: boolean;
+}
+
+/**
+ * Prunes `name`'s ledger in `target` as far as its parked entities allow, and reports the horizon to
+ * `source`: rows at and after the earliest active dead letter stay (a retried event's row must not be
+ * mistaken for pruned), and with key guards beyond event ids nothing is pruned while any is parked (a
+ * retried command may match an older event's key). Returns null when it pruned nothing for that reason.
+ */
+export async function pruneConsumerLedger<Tx>(
+  source: EventStore,
+  target: ConsumerTarget<Tx>,
+  name: string,
+  options: PruneConsumerLedgerOptions = {},
+): Promise<PruneLedgerResult | null> {
+  if (!target.pruneLedger)
+    throw new InvalidInputError('target', `the ${target.kind} target cannot prune its ledger`);
+  let through = options.through ?? Number.MAX_SAFE_INTEGER;
+  let first: number | null = null;
+  for (const d of await source.deadLetters.list(name))
+    if (first === null || d.event.position < first) first = d.event.position;
+  if (first !== null) {
+    if (options.keysBeyondIds === true) return null;
+    through = Math.min(through, first - 1);
   }
+  const r = await target.pruneLedger(name, {
+    through,
+    ...(options.keep !== undefined ? { keep: options.keep } : {}),
+  });
+  if (options.reportHorizon !== false) await source.consumers.setLedgerHorizon?.(name, r.horizon);
+  return r;
 }
