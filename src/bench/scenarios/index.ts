@@ -5,6 +5,7 @@ import { consumerSqlite } from './consumerSqlite.js';
 import { deliveryPostgres, deliverySqlite } from './delivery.js';
 import { idleSubscriptionsScenario } from './idleSubscriptions.js';
 import { jetstream } from './jetstream.js';
+import { ledgerRetention } from './ledgerRetention.js';
 import { liveLatency } from './liveLatency.js';
 import { postgresAppend } from './postgresAppend.js';
 import { redelivery } from './redelivery.js';
@@ -19,6 +20,7 @@ export const SCENARIOS: readonly Scenario[] = [
   postgresAppend,
   consumerPostgres,
   consumerSqlite,
+  ledgerRetention,
   liveLatency,
   catchUp,
   redelivery,
