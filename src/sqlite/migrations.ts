@@ -50,6 +50,21 @@ export const STORE_MIGRATIONS: Migration[] = [
       `);
     },
   },
+  {
+    version: 4,
+    name: 'subject keys',
+    // One AES-256 key per subject for `encrypt`; deleting a row (`store.shred`) erases the data of
+    // that subject's events.
+    up: (db) => {
+      db.exec(`
+        CREATE TABLE idem_subject_keys (
+          subject    TEXT PRIMARY KEY,
+          key        BLOB NOT NULL,
+          created_at TEXT NOT NULL
+        ) WITHOUT ROWID;
+      `);
+    },
+  },
 ];
 
 /**
