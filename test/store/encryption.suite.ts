@@ -44,8 +44,12 @@ async function firstBatch(store: EventStore, name: string): Promise<RecordedEven
   }
 }
 
-export function describeEncryption(label: string, make: MakeEncryptedStore): void {
-  describe(`crypto-shredding (${label})`, () => {
+export function describeEncryption(
+  label: string,
+  make: MakeEncryptedStore,
+  options: { skip?: string | false } = {},
+): void {
+  describe(`crypto-shredding (${label})`, { skip: options.skip ?? false }, () => {
     it('stores data encrypted per subject, reads it back on every read path, and shreds one subject', async () => {
       const fx = await make(bySubject);
       try {
