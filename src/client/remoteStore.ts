@@ -8,7 +8,9 @@ import {
   type EventStore,
   type ReadAllOptions,
   type ReadStreamOptions,
+  type ShredResult,
 } from '../core/eventStore.js';
+import { validateSubject } from '../core/encryption.js';
 import { checkKnownKeys } from '../core/knownKeys.js';
 import { appendExpectation } from '../core/expectedVersion.js';
 import { normalizeFilter } from '../core/filter.js';
@@ -134,6 +136,16 @@ export class RemoteEventStore implements EventStore {
       );
     }
     return { current, expected };
+  }
+
+  /** `POST /v1/subjects/:subject/shred` (admin scope): deletes the subject's key in the server's store. */
+  async shred(subject: string): Promise<ShredResult> {
+    this.assertOpen();
+    validateSubject(subject, 'subject');
+    // Safe to repeat: a second shred finds no key and reports shredded: false.
+    return this.http.request<ShredResult>('POST', `/v1/subjects/${encodeURIComponent(subject)}/shred`, {
+      retry: true,
+    });
   }
 
   async headPosition(): Promise<number> {

@@ -6,6 +6,7 @@ import {
   type EventStore,
   type ReadAllOptions,
   type ReadStreamOptions,
+  type ShredResult,
 } from '../core/eventStore.js';
 import { checkKnownKeys, type KnownKeys } from '../core/knownKeys.js';
 import type { AppendResult, NewEvent, RecordedEvent } from '../core/event.js';
@@ -17,6 +18,7 @@ import { readPages, tablePage } from '../core/readPages.js';
 import { boundedPage, parseHistoryBound } from '../core/history.js';
 import { compileUpcasters, type UpcastEvents, type Upcasters } from '../core/upcasters.js';
 import {
+  validateSubject,
   resolveEncryptOptions,
   type EncryptOptions,
   type EventCipher,
@@ -354,14 +356,14 @@ export class PostgresEventStore implements EventStore {
 
   /**
    * Crypto-shredding: deletes the subject's key, so that its events read back with `data: null` and
-   * `metadata.shredded: true` (ids, versions and positions stay). True when the subject had a key.
-   * `invalid_input` on a store opened without `encrypt`.
+   * `metadata.shredded: true` (ids, versions and positions stay). `shredded` is false when the
+   * subject had no key. A store opened without `encrypt` deletes from its own key table (for
+   * `idem shred`); with your own `keys`, this deletes from your key provider.
    */
-  async shred(subject: string): Promise<{ subject: string; shredded: boolean }> {
+  async shred(subject: string): Promise<ShredResult> {
     this.assertOpen();
-    if (!this.cipher)
-      throw new InvalidInputError('encrypt', 'the store was opened without encrypt: nothing to shred');
-    return { subject, shredded: await this.cipher.shred(subject) };
+    const keys = this.cipher?.keys ?? new PostgresSubjectKeys(this.pool, this.s, this.retry);
+    return { subject, shredded: await keys.delete(validateSubject(subject, 'subject')) };
   }
 
   async headPosition(): Promise<number> {
