@@ -9,6 +9,7 @@ import {
   type Guard,
   type Handler,
 } from '../consumer/index.js';
+import type { LedgerOptions } from '../core/ledgerRetention.js';
 import { timed, type Timed } from './measure.js';
 
 export interface ConsumerRunSpec<Tx> {
@@ -22,6 +23,8 @@ export interface ConsumerRunSpec<Tx> {
   guard?: Guard[];
   /** The consumer's batch options. @default the consumer's defaults (pages of 500, catch-up transactions of up to 5,000) */
   batch?: BatchOptions;
+  /** The consumer's ledger retention. @default every row kept */
+  ledger?: LedgerOptions;
 }
 
 /** Waits (polling the in-memory status, so the wait itself costs nothing measurable) until the consumer acked `position`. */
@@ -54,6 +57,7 @@ export async function timeConsumer<Tx>(spec: ConsumerRunSpec<Tx>, events: number
     guard: spec.guard ?? ['event-id', 'entity-version'],
     ...(spec.handleBatch ? { handleBatch: spec.handleBatch } : { handle: spec.handle as Handler<Tx> }),
     ...(spec.batch ? { batch: spec.batch } : {}),
+    ...(spec.ledger ? { ledger: spec.ledger } : {}),
   });
   try {
     return await timed(events, async () => {

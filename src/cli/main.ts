@@ -18,6 +18,7 @@ import { registerEffects } from './effects.js';
 import { registerRebuild } from './rebuild.js';
 import { registerRelay } from './relay.js';
 import { registerBackup } from './backup.js';
+import { registerShred } from './shred.js';
 
 export interface MainOptions {
   io?: Io;
@@ -72,6 +73,7 @@ export function buildProgram(ctx: CliContext): Command {
   registerServe(program, ctx);
   registerRelay(program, ctx);
   registerBackup(program, ctx);
+  registerShred(program, ctx);
   registerVerify(program, ctx);
   registerBench(program, ctx);
   registerDemo(program, ctx);

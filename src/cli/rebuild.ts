@@ -5,10 +5,12 @@ import type { ConsumerOptions } from '../consumer/options.js';
 import { InvalidInputError } from '../core/errors.js';
 import { validateConsumerName } from '../core/validation.js';
 import { rebuildConsumer, type RebuildProgress } from '../consumer/rebuild.js';
+import { pruneConsumerLedger } from '../consumer/ledgerPruner.js';
 import { listConsumerVersions, promoteConsumer, resetLedger } from '../effects/versions.js';
 import type { CliContext } from './context.js';
 import { withStore, withStoreOptions, type StoreFlags } from './openStore.js';
 import { Output, table } from './output.js';
+import { requireInteger } from './parse.js';
 import { withNewOrExistingTarget, withTarget, withTargetOptions, type TargetFlags } from './targetFlags.js';
 import { UsageError } from './usageError.js';
 
@@ -33,6 +35,18 @@ Refused without --yes.
 Example:
   $ idem consumer reset-ledger billing_v3 --yes --target-db ./data/target.db`;
 
+const PRUNE_LEDGER_HELP = `
+Deletes the consumer's dedup ledger rows in the target that its checkpoint covers, keeping the rows
+of the newest --keep events, and records the pruned horizon in the target and in the store: a
+\`consumer reset\` below it is then refused. Rows at and after the consumer's first parked dead
+letter stay. With a command-id or key guard, retry or skip the dead letters first (--key-guards
+prunes nothing while any is parked). After \`reset-ledger\`, run it once to clear the store's horizon.
+See docs/data-lifecycle.md.
+
+Examples:
+  $ idem consumer prune-ledger billing_v2 --db ./data/idem.db --target-db ./data/target.db
+  $ idem consumer prune-ledger billing_v2 --keep 100000 --postgres $PG --target-postgres $PG`;
+
 type Flags = StoreFlags & TargetFlags;
 
 function formatProgress(p: RebuildProgress): string {
@@ -56,7 +70,7 @@ async function loadProjection(path: string): Promise<Partial<ConsumerOptions<unk
   return options;
 }
 
-/** Adds `rebuild`, `promote`, `versions` and `reset-ledger` to the `consumer` verb. */
+/** Adds `rebuild`, `promote`, `versions`, `prune-ledger` and `reset-ledger` to the `consumer` verb. */
 export function registerRebuild(program: Command, ctx: CliContext): void {
   const consumer = program.commands.find((c) => c.name() === 'consumer') ?? program.command('consumer');
 
@@ -156,6 +170,42 @@ export function registerRebuild(program: Command, ctx: CliContext): void {
         ),
       );
     });
+
+  withTargetOptions(
+    withStoreOptions(
+      consumer
+        .command('prune-ledger')
+        .description("delete the dedup ledger rows a consumer's checkpoint covers"),
+    ),
+  )
+    .argument('<name>', 'consumer name')
+    .option('--keep <events>', 'keep the rows of the newest N events', '0')
+    .option('--key-guards', 'the consumer uses a command-id or key guard')
+    .option('--entity-version', 'the consumer uses the entity-version guard: no horizon for the store')
+    .addHelpText('after', PRUNE_LEDGER_HELP)
+    .action(
+      async (name: string, flags: Flags & { keep: string; keyGuards?: boolean; entityVersion?: boolean }) => {
+        const out = new Output(ctx.io, flags.json === true);
+        const n = validateConsumerName(name, '<name>');
+        const keep = requireInteger(flags.keep, '--keep', 0);
+        const r = await withStore(flags, ctx.env, (store) =>
+          withTarget(flags, ctx.env, (target) =>
+            pruneConsumerLedger(store, target, n, {
+              keep,
+              keysBeyondIds: flags.keyGuards === true,
+              reportHorizon: flags.entityVersion !== true,
+            }),
+          ),
+        );
+        if (!r) {
+          out.data({ consumer: n, deleted: 0, horizon: null, reason: 'parked' });
+          out.line(`${n} has parked dead letters and a key guard: nothing pruned (retry or skip them first)`);
+          return;
+        }
+        out.data({ consumer: n, ...r });
+        out.line(`ledger of ${n} pruned: ${r.deleted} rows deleted, horizon ${r.horizon}`);
+      },
+    );
 
   withTargetOptions(
     consumer

@@ -8,7 +8,9 @@ import {
   type EventStore,
   type ReadAllOptions,
   type ReadStreamOptions,
+  type ShredResult,
 } from '../core/eventStore.js';
+import { validateSubject } from '../core/encryption.js';
 import { checkKnownKeys } from '../core/knownKeys.js';
 import { appendExpectation } from '../core/expectedVersion.js';
 import { normalizeFilter } from '../core/filter.js';
@@ -136,6 +138,16 @@ export class RemoteEventStore implements EventStore {
     return { current, expected };
   }
 
+  /** `POST /v1/subjects/:subject/shred` (admin scope): deletes the subject's key in the server's store. */
+  async shred(subject: string): Promise<ShredResult> {
+    this.assertOpen();
+    validateSubject(subject, 'subject');
+    // Safe to repeat: a second shred finds no key and reports shredded: false.
+    return this.http.request<ShredResult>('POST', `/v1/subjects/${encodeURIComponent(subject)}/shred`, {
+      retry: true,
+    });
+  }
+
   async headPosition(): Promise<number> {
     this.assertOpen();
     // A read past every position returns no events but still reports the head.
@@ -211,6 +223,15 @@ export class RemoteEventStore implements EventStore {
         this.assertOpen();
         validatePosition(position, 'position');
         await this.http.request('POST', this.consumerPath(name, '/reset'), { body: { position } });
+      },
+      setLedgerHorizon: async (name, position) => {
+        this.assertOpen();
+        validatePosition(position, 'position');
+        // Safe to repeat: it sets the same value again.
+        await this.http.request('PUT', this.consumerPath(name, '/ledger-horizon'), {
+          body: { position },
+          retry: true,
+        });
       },
       delete: async (name) => {
         this.assertOpen();

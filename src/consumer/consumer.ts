@@ -20,6 +20,7 @@ import {
   type ResolvedOptions,
 } from './options.js';
 import { processBatch, type BatchOutcome } from './processBatch.js';
+import { LedgerPruner } from './ledgerPruner.js';
 
 export type { ConsumerRuntimeStatus, ConsumerState } from './lifecycle.js';
 
@@ -68,6 +69,7 @@ function asError(err: unknown): Error {
 class ConsumerRuntime<Tx> implements Consumer {
   private readonly o: ResolvedOptions<Tx>;
   private readonly m: ConsumerMetrics;
+  private readonly pruner: LedgerPruner<Tx>;
   private life: Lifecycle = { kind: 'created' };
   private progress: ConsumerProgress = { position: 0, head: 0, lagSeconds: 0 };
   private caughtUpAt = -1;
@@ -82,6 +84,7 @@ class ConsumerRuntime<Tx> implements Consumer {
   constructor(options: ResolvedOptions<Tx>) {
     this.o = options;
     this.m = new ConsumerMetrics(this.o.name, this.o.metrics);
+    this.pruner = new LedgerPruner(this.o, this.o.ledger);
   }
 
   get name(): string {
@@ -150,6 +153,12 @@ class ConsumerRuntime<Tx> implements Consumer {
       ...(o.owner !== undefined ? { owner: o.owner } : {}),
     });
     run.sub = sub;
+    try {
+      await this.pruner.checkStart(sub.startPosition);
+    } catch (err) {
+      await this.closeQuietly(sub);
+      throw err;
+    }
     this.epoch = sub.epoch;
     this.enter({ kind: 'catching_up', run });
     this.setProgress(Math.max(this.progress.position, sub.startPosition), this.progress.head);
@@ -248,8 +257,11 @@ class ConsumerRuntime<Tx> implements Consumer {
     this.m.entities(t.handledStreams, t.parkedStreams);
     for (const s of t.handlerSeconds) this.m.handlerSeconds(s);
     for (const ms of t.recordedAtMs) this.m.endToEndSeconds(Math.max(0, now - ms) / 1000);
-    if (outcome.ackPosition !== null) await sub.ack(outcome.ackPosition);
     const last = events[events.length - 1]!;
+    if (outcome.ackPosition !== null) {
+      await sub.ack(outcome.ackPosition);
+      await this.pruner.acked(outcome.ackPosition, t.processed, Date.parse(last.recordedAt));
+    }
     this.setProgress(
       Math.max(this.progress.position, outcome.ackPosition ?? 0),
       this.progress.head,

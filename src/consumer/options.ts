@@ -10,6 +10,7 @@ import type { StartFrom } from '../core/subscription.js';
 import { MAX_BATCH_SIZE, MAX_IN_FLIGHT, MAX_LEASE_TTL_MS, MIN_LEASE_TTL_MS } from '../core/limits.js';
 import { boundedInt, validateConsumerName } from '../core/validation.js';
 import { compileUpcasters, type Upcasters } from '../core/upcasters.js';
+import { resolveLedgerOptions, type LedgerOptions, type ResolvedRetain } from '../core/ledgerRetention.js';
 import { normalizeGuards, type Guard, type GuardSet } from './guards.js';
 import { upcastingSource } from './upcastingSource.js';
 import {
@@ -202,6 +203,12 @@ export interface ConsumerBaseOptions<Tx> {
    * any the source applies; see `Upcasters`. Lets a new consumer version read old event shapes.
    */
   upcasters?: Upcasters;
+  /**
+   * Ledger retention: prune the target's dedup ledger rows the acknowledged checkpoint covers, keeping
+   * `'checkpoint'` (none), `{ events: N }` or `{ age: '30d' }`. See docs/data-lifecycle.md.
+   * @default the ledger keeps every row
+   */
+  ledger?: LedgerOptions;
 }
 
 /**
@@ -239,6 +246,7 @@ export const CONSUMER_OPTION_KEYS = {
   reconnect: true,
   effects: true,
   upcasters: true,
+  ledger: true,
 } as const satisfies KnownKeys<
   ConsumerBaseOptions<unknown> & { filter?: unknown; handle?: unknown; handleBatch?: unknown }
 >;
@@ -267,6 +275,8 @@ export interface ResolvedOptions<Tx> {
   reconnect: { initialDelayMs: number; maxDelayMs: number };
   /** null when the target has no outbox (and no `effects` option was given). */
   effects: ConsumerEffects<Tx> | null;
+  /** The ledger retention policy; null keeps every row. */
+  ledger: ResolvedRetain | null;
 }
 
 function intOption(value: unknown, field: string, min: number, fallback: number): number {
@@ -385,5 +395,16 @@ export function resolveOptions<Tx, M extends EventMap>(options: ConsumerOptions<
       maxDelayMs: intOption(options.reconnect?.maxDelayMs, 'reconnect.maxDelayMs', 0, 5000),
     },
     effects: resolveConsumerEffects(name, target, source, options.effects),
+    ledger: resolveLedger(options.ledger, target),
   };
+}
+
+function resolveLedger<Tx>(
+  ledger: LedgerOptions | undefined,
+  target: ConsumerTarget<Tx>,
+): ResolvedRetain | null {
+  const retain = resolveLedgerOptions(ledger);
+  if (retain && typeof target.pruneLedger !== 'function')
+    throw new InvalidInputError('ledger', `the ${target.kind} target cannot prune its ledger`);
+  return retain;
 }

@@ -57,6 +57,22 @@ export interface TargetTransaction<Tx> {
   addOnce(counter: string, member: string, amount: number): Promise<boolean>;
 }
 
+/** What `pruneLedger` may delete. */
+export interface PruneLedgerOptions {
+  /** Keeps the ledger rows of the newest `keep` handled events at or below the checkpoint (0-10000000). @default 0 */
+  keep?: number;
+  /** Prunes no row above this position (the runtime passes its acknowledged position). @default the checkpoint */
+  through?: number;
+}
+
+/** What `pruneLedger` did. */
+export interface PruneLedgerResult {
+  /** Ledger rows deleted. */
+  deleted: number;
+  /** The pruned horizon afterwards: rows at or below it may be gone (0 when nothing was ever pruned). */
+  horizon: number;
+}
+
 export interface ConsumerTarget<Tx> {
   /** `sqlite` or `postgres`; for messages and metrics. */
   readonly kind: string;
@@ -68,6 +84,14 @@ export interface ConsumerTarget<Tx> {
   readCheckpoint(consumer: string): Promise<TargetCheckpoint>;
   /** How many ledger rows the consumer has. */
   ledgerSize(consumer: string): Promise<number>;
+  /**
+   * Deletes the consumer's ledger rows whose events the checkpoint covers (at or below it, and at or
+   * below `through`), keeping the newest `keep` events' rows, in one transaction, and records the
+   * pruned horizon. See docs/data-lifecycle.md.
+   */
+  pruneLedger?(consumer: string, options?: PruneLedgerOptions): Promise<PruneLedgerResult>;
+  /** The consumer's pruned horizon: its ledger rows at or below it may be gone (0 when never pruned). */
+  ledgerHorizon?(consumer: string): Promise<number>;
   /** The value of an `addOnce` counter (0 when unknown). */
   counterValue(counter: string): Promise<number>;
   /** Closes what the target opened itself (not a database or pool that was handed to it). Safe to call twice. */

@@ -45,6 +45,13 @@ export const READ_ALL_OPTION_KEYS = {
   limit: true,
 } as const satisfies KnownKeys<ReadAllOptions>;
 
+/** What `shred` did. */
+export interface ShredResult {
+  subject: string;
+  /** False when the subject had no key (never encrypted, or shredded before). */
+  shredded: boolean;
+}
+
 /**
  * The event store port: the same contract for the in-memory, SQLite, PostgreSQL and remote stores.
  * Reads are async iterables that fetch in pages, so a large result is never held in memory whole.
@@ -69,6 +76,12 @@ export interface EventStore {
    * answers it; a store without a schema answers `{ current: 0, expected: 0 }`.
    */
   migrationStatus?(): Promise<MigrationStatus>;
+  /**
+   * Crypto-shredding: deletes the subject's key (see `encrypt` on the SQLite and PostgreSQL stores),
+   * so that its events read back with `data: null` and `metadata.shredded: true`. `shredded` is
+   * false when the subject had no key. Absent on stores without a key table.
+   */
+  shred?(subject: string): Promise<ShredResult>;
   /** Releases leases and closes connections/files. Safe to call twice. */
   close(): Promise<void>;
 }

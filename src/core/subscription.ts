@@ -131,8 +131,17 @@ export interface ConsumerAdmin {
   list(): Promise<ConsumerInfo[]>;
   /** `not_found` when the consumer does not exist. */
   get(name: string): Promise<ConsumerInfo>;
-  /** Moves the cursor to `position` (back or forward). Refused with `consumer_busy` while owned. */
+  /**
+   * Moves the cursor to `position` (back or forward). Refused with `consumer_busy` while owned, and
+   * with `invalid_input` below the consumer's pruned ledger horizon (see `setLedgerHorizon`).
+   */
   reset(name: string, position: number): Promise<void>;
+  /**
+   * Records the position through which the consumer's target pruned its dedup ledger (the consumer
+   * runtime calls it after a prune): a reset below it would redeliver events the ledger no longer
+   * recognises, so `reset` refuses it. Absent on sources that keep no consumer state of their own.
+   */
+  setLedgerHorizon?(name: string, position: number): Promise<void>;
   /** Removes the consumer, its cursor and dead letters. Refused with `consumer_busy` while owned. */
   delete(name: string): Promise<void>;
   /**

@@ -29,6 +29,7 @@ export class MemorySubscriptionState implements SubscriptionStateBackend {
   private readonly consumers = new Map<string, Row>();
   /** consumer -> event id -> row, in insertion order (the engine parks in position order). */
   private readonly letters = new Map<string, Map<string, DeadLetterRecord>>();
+  private readonly horizons = new Map<string, number>();
 
   constructor(private readonly now: () => number = Date.now) {}
 
@@ -179,6 +180,15 @@ export class MemorySubscriptionState implements SubscriptionStateBackend {
     return ok({ ok: true });
   }
 
+  ledgerHorizon(name: string): Promise<number> {
+    return ok(this.horizons.get(name) ?? 0);
+  }
+
+  setLedgerHorizon(name: string, position: number): Promise<void> {
+    this.horizons.set(name, position);
+    return ok(undefined);
+  }
+
   delete(name: string): Promise<AdminResult> {
     const row = this.consumers.get(name);
     if (!row) return ok({ ok: false, reason: 'not_found' });
@@ -186,6 +196,7 @@ export class MemorySubscriptionState implements SubscriptionStateBackend {
       return ok({ ok: false, reason: 'busy', owner: row.owner, leaseExpiresAt: row.leaseExpiresAt });
     this.consumers.delete(name);
     this.letters.delete(name);
+    this.horizons.delete(name);
     return ok({ ok: true });
   }
 

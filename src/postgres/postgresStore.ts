@@ -6,6 +6,7 @@ import {
   type EventStore,
   type ReadAllOptions,
   type ReadStreamOptions,
+  type ShredResult,
 } from '../core/eventStore.js';
 import { checkKnownKeys, type KnownKeys } from '../core/knownKeys.js';
 import type { AppendResult, NewEvent, RecordedEvent } from '../core/event.js';
@@ -16,6 +17,14 @@ import { migrationStatus, type MigrationStatus } from '../core/migrationStatus.j
 import { readPages, tablePage } from '../core/readPages.js';
 import { boundedPage, parseHistoryBound } from '../core/history.js';
 import { compileUpcasters, type UpcastEvents, type Upcasters } from '../core/upcasters.js';
+import {
+  validateSubject,
+  resolveEncryptOptions,
+  type EncryptOptions,
+  type EventCipher,
+  type KeyProvider,
+} from '../core/encryption.js';
+import { PostgresSubjectKeys, SUBJECT_KEYS_MIGRATION } from './subjectKeys.js';
 import { QueryCache } from '../core/queryCache.js';
 import type { ConsumerAdmin, DeadLetterAdmin, SubscribeOptions, Subscription } from '../core/subscription.js';
 import { countWithinBytes } from '../core/pageBytes.js';
@@ -96,6 +105,11 @@ export interface PostgresStoreOptions {
    * mode before 1.21, or without `max_prepared_statements`). @default true
    */
   preparedStatements?: boolean;
+   * Crypto-shredding: the data of events whose `subject(event)` is not null is stored encrypted
+   * (AES-256-GCM, one key per subject, in the schema's `subject_keys` table unless `keys` is given)
+   * and decrypted on every read; `store.shred(subject)` deletes the key. See docs/data-lifecycle.md.
+   */
+  encrypt?: EncryptOptions;
 }
 
 const POSTGRES_STORE_OPTION_KEYS = {
@@ -110,6 +124,7 @@ const POSTGRES_STORE_OPTION_KEYS = {
   create: true,
   upcasters: true,
   preparedStatements: true,
+  encrypt: true,
 } as const satisfies KnownKeys<PostgresStoreOptions>;
 
 /**
@@ -141,6 +156,8 @@ export class PostgresEventStore implements EventStore {
   private closed = false;
   /** Set only when upcasters are given, so that a read without them does nothing more per event. */
   readonly upcast: UpcastEvents | null;
+  /** Set only with `encrypt`. */
+  private readonly cipher: EventCipher | null;
   private faults = 0;
 
   private readonly subscriptions: SubscriptionService;
@@ -161,6 +178,7 @@ export class PostgresEventStore implements EventStore {
       pollIntervalMs?: number;
       upcast?: UpcastEvents | null;
       preparedStatements?: boolean;
+      encrypt?: EncryptOptions;
     },
   ) {
     this.upcast = options.upcast ?? null;
@@ -175,6 +193,10 @@ export class PostgresEventStore implements EventStore {
     };
     this.prepared = options.preparedStatements ?? true;
     this.batcher = new AppendBatcher({ pool, s: this.s, preparedStatements: this.prepared });
+    this.cipher = resolveEncryptOptions(
+      options.encrypt,
+      () => new PostgresSubjectKeys(pool, this.s, this.retry),
+    );
     this.notifier = new AppendNotifier({
       makeClient,
       channel: appendChannel(options.schema),
@@ -191,6 +213,10 @@ export class PostgresEventStore implements EventStore {
 
   async append(stream: string, events: NewEvent[], options: AppendOptions = {}): Promise<AppendResult> {
     this.assertOpen();
+    if (this.cipher) {
+      validateStreamName(stream);
+      events = await this.cipher.seal(stream, events);
+    }
     const result = await appendEvents(
       {
         pool: this.pool,
@@ -310,7 +336,7 @@ export class PostgresEventStore implements EventStore {
         ? tuples.length
         : countWithinBytes(tuples.length, (i) => Number(rows[i]![8]), maxBytes);
     const cut = keep < tuples.length;
-    return scannedPage(this.toEvents(cut ? tuples.slice(0, keep) : tuples), limit, end, head, cut);
+    return scannedPage(await this.toEvents(cut ? tuples.slice(0, keep) : tuples), limit, end, head, cut);
   }
 
   /** Internal (lag): the events at positions in (`after`, `upTo`] that match `filter`, counted in one query. */
@@ -357,9 +383,23 @@ export class PostgresEventStore implements EventStore {
     return migrationStatus(current, STORE_MIGRATIONS);
   }
 
-  private toEvents(rows: PostgresEventTuple[]): RecordedEvent[] {
-    const events = tuplesToRecordedEvents(rows);
+  /** Rows as events, decrypted (with `encrypt`) and then upcast. */
+  private async toEvents(rows: PostgresEventTuple[]): Promise<RecordedEvent[]> {
+    let events = tuplesToRecordedEvents(rows);
+    if (this.cipher) events = await this.cipher.open(events);
     return this.upcast === null ? events : this.upcast(events);
+  }
+
+  /**
+   * Crypto-shredding: deletes the subject's key, so that its events read back with `data: null` and
+   * `metadata.shredded: true` (ids, versions and positions stay). `shredded` is false when the
+   * subject had no key. A store opened without `encrypt` deletes from its own key table (for
+   * `idem shred`); with your own `keys`, this deletes from your key provider.
+   */
+  async shred(subject: string): Promise<ShredResult> {
+    this.assertOpen();
+    const keys = this.cipher?.keys ?? new PostgresSubjectKeys(this.pool, this.s, this.retry);
+    return { subject, shredded: await keys.delete(validateSubject(subject, 'subject')) };
   }
 
   async headPosition(): Promise<number> {
@@ -430,11 +470,19 @@ export class PostgresEventStore implements EventStore {
   }
 }
 
-/** Every schema step of the store: events (1), consumer state (2). */
+/** Every schema step of the store: events (1, 3), consumer state (2), ledger horizons (4), subject keys (5). */
 export const STORE_MIGRATIONS: readonly PostgresMigration[] = [
   ...EVENT_STORE_MIGRATIONS,
   ...SUBSCRIPTION_MIGRATIONS,
+  SUBJECT_KEYS_MIGRATION,
 ];
+
+/** A key provider never called: stands in for the store's own while `encrypt` is checked. */
+const UNUSED_KEYS: KeyProvider = {
+  keys: () => Promise.reject(new Error('unused')),
+  create: () => Promise.reject(new Error('unused')),
+  delete: () => Promise.reject(new Error('unused')),
+};
 
 /** Refuses a schema without the store's tables: `create: false` must not create them. */
 async function requireStoreSchema(pool: Pool, schema: string): Promise<void> {
@@ -464,6 +512,8 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
   }
   const schema = validateSchemaName(options.schema ?? DEFAULT_SCHEMA);
   const upcast = compileUpcasters(options.upcasters);
+  // Checked before a pool is made (the store's own key table is only named here).
+  resolveEncryptOptions(options.encrypt, () => UNUSED_KEYS);
   const poolSize = options.poolSize ?? 10;
   if (!Number.isSafeInteger(poolSize) || poolSize < 1)
     throw new InvalidInputError('poolSize', 'must be an integer >= 1');
@@ -487,6 +537,7 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
     pageSize,
     upcast,
     preparedStatements,
+    ...(options.encrypt === undefined ? {} : { encrypt: options.encrypt }),
     ...(options.pollIntervalMs === undefined ? {} : { pollIntervalMs: options.pollIntervalMs }),
   });
   try {

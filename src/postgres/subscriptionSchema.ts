@@ -45,4 +45,16 @@ export const SUBSCRIPTION_MIGRATIONS: PostgresMigration[] = [
       CREATE INDEX dead_letters_by_status ON ${s}.dead_letters (consumer, status, position);
     `,
   },
+  {
+    // The position through which each consumer's target pruned its dedup ledger, as the consumer
+    // runtime reports it: `consumers.reset` below it is refused.
+    version: 5,
+    name: 'ledger horizons',
+    sql: (s) => `
+      CREATE TABLE ${s}.ledger_horizons (
+        consumer text   PRIMARY KEY,
+        position bigint NOT NULL
+      );
+    `,
+  },
 ];

@@ -68,6 +68,7 @@ const TTL = (param: string): string => `now() + ${param}::bigint * interval '1 m
 export class PostgresSubscriptionState implements SubscriptionStateBackend {
   private readonly c: string;
   private readonly d: string;
+  private readonly h: string;
 
   constructor(
     private readonly pool: Pool,
@@ -77,6 +78,7 @@ export class PostgresSubscriptionState implements SubscriptionStateBackend {
   ) {
     this.c = `${s}.consumers`;
     this.d = `${s}.dead_letters`;
+    this.h = `${s}.ledger_horizons`;
   }
 
   async register(name: string, filter: EventFilter, startPosition: number): Promise<RegisterResult> {
@@ -238,11 +240,28 @@ export class PostgresSubscriptionState implements SubscriptionStateBackend {
     );
   }
 
+  async ledgerHorizon(name: string): Promise<number> {
+    const rows = await this.query<{ position: string }>(
+      `SELECT position FROM ${this.h} WHERE consumer = $1`,
+      [name],
+    );
+    return rows[0] ? Number(rows[0].position) : 0;
+  }
+
+  async setLedgerHorizon(name: string, position: number): Promise<void> {
+    await this.query(
+      `INSERT INTO ${this.h} (consumer, position) VALUES ($1, $2)
+       ON CONFLICT (consumer) DO UPDATE SET position = excluded.position`,
+      [name, position],
+    );
+  }
+
   async delete(name: string): Promise<AdminResult> {
     let faulted = false;
     const result = await withReconnect(
       () =>
         this.admin(name, async (q) => {
+          await q(`DELETE FROM ${this.h} WHERE consumer = $1`, [name]);
           await q(`DELETE FROM ${this.d} WHERE consumer = $1`, [name]);
           await q(`DELETE FROM ${this.c} WHERE name = $1`, [name]);
         }),

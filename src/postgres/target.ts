@@ -3,12 +3,15 @@ import type { Pool, PoolClient, QueryConfig } from 'pg';
 import type {
   BatchRecord,
   ConsumerTarget,
+  PruneLedgerOptions,
+  PruneLedgerResult,
   TargetCheckpoint,
   TargetTransaction,
 } from '../core/consumerTarget.js';
 import { ClosedError, InvalidInputError } from '../core/errors.js';
 import { DEFAULT_SCHEMA, quoteSchema, validateSchemaName } from './schemaName.js';
 import { checkKnownKeys, type KnownKeys } from '../core/knownKeys.js';
+import { resolvePruneOptions } from '../core/ledgerRetention.js';
 import { migrateTarget } from './targetMigrations.js';
 import { PostgresOutbox } from './targetOutbox.js';
 
@@ -29,6 +32,10 @@ class TargetSql {
   readonly readCheckpoint: string;
   readonly ledgerSize: string;
   readonly counter: string;
+  readonly horizon: string;
+  readonly lockHorizon: string;
+  readonly prunePoint: string;
+  readonly prune: string;
 
   constructor(readonly schema: string) {
     const s = quoteSchema(schema);
@@ -65,6 +72,16 @@ class TargetSql {
     this.readCheckpoint = `SELECT position::float8 AS position, epoch::float8 AS epoch FROM ${s}.target_checkpoints WHERE consumer = $1`;
     this.ledgerSize = `SELECT count(*)::int AS n FROM ${s}.target_ledger WHERE consumer = $1`;
     this.counter = `SELECT value FROM ${s}.target_counters WHERE counter = $1`;
+    this.horizon = `SELECT ledger_horizon::float8 AS horizon FROM ${s}.target_checkpoints WHERE consumer = $1`;
+    // Locks the checkpoint row: a batch of the consumer waits for the prune, and the other way round.
+    this.lockHorizon = `SELECT position::float8 AS position, ledger_horizon::float8 AS horizon
+      FROM ${s}.target_checkpoints WHERE consumer = $1 FOR UPDATE`;
+    // The position below the newest `keep` handled events at or below the bound.
+    this.prunePoint = `SELECT DISTINCT position::float8 AS position FROM ${s}.target_ledger
+      WHERE consumer = $1 AND position <= $2 ORDER BY position DESC LIMIT 1 OFFSET $3`;
+    this.prune = `WITH gone AS (DELETE FROM ${s}.target_ledger WHERE consumer = $1 AND position <= $2 RETURNING 1)
+      UPDATE ${s}.target_checkpoints SET ledger_horizon = GREATEST(ledger_horizon, $2)
+      WHERE consumer = $1 RETURNING (SELECT count(*)::int FROM gone) AS deleted`;
   }
 
   /** A named statement, prepared once per connection by `pg`. */
@@ -86,7 +103,11 @@ type StatementName =
   | 'addOnce'
   | 'readCheckpoint'
   | 'ledgerSize'
-  | 'counter';
+  | 'counter'
+  | 'horizon'
+  | 'lockHorizon'
+  | 'prunePoint'
+  | 'prune';
 
 /**
  * A prepared statement's name, unique per schema. PostgreSQL cuts names at 63 bytes, so a long
@@ -227,7 +248,7 @@ export class PostgresTarget implements ConsumerTarget<PoolClient> {
   }
 
   private async read<R extends object>(
-    name: 'readCheckpoint' | 'ledgerSize' | 'counter',
+    name: 'readCheckpoint' | 'ledgerSize' | 'counter' | 'horizon',
     values: unknown[],
   ): Promise<R | undefined> {
     await this.migrate();
@@ -241,6 +262,29 @@ export class PostgresTarget implements ConsumerTarget<PoolClient> {
 
   async ledgerSize(consumer: string): Promise<number> {
     return (await this.read<{ n: number }>('ledgerSize', [consumer]))?.n ?? 0;
+  }
+
+  async pruneLedger(consumer: string, options?: PruneLedgerOptions): Promise<PruneLedgerResult> {
+    const { keep, through } = resolvePruneOptions(options);
+    return this.transaction(async (t) => {
+      const q = (name: StatementName, values: unknown[]) => t.tx.query(this.sql.q(name, values));
+      const cp = (await q('lockHorizon', [consumer])).rows[0] as
+        { position: number; horizon: number } | undefined;
+      if (!cp) return { deleted: 0, horizon: 0 };
+      const bound = Math.min(cp.position, through);
+      const upTo =
+        keep === 0
+          ? bound
+          : (((await q('prunePoint', [consumer, bound, keep])).rows[0] as { position: number } | undefined)
+              ?.position ?? 0);
+      if (upTo <= cp.horizon) return { deleted: 0, horizon: cp.horizon };
+      const r = (await q('prune', [consumer, upTo])).rows[0] as { deleted: number };
+      return { deleted: r.deleted, horizon: upTo };
+    });
+  }
+
+  async ledgerHorizon(consumer: string): Promise<number> {
+    return (await this.read<{ horizon: number }>('horizon', [consumer]))?.horizon ?? 0;
   }
 
   async counterValue(counter: string): Promise<number> {

@@ -59,6 +59,13 @@ export const TARGET_MIGRATIONS: TargetMigration[] = [
       ALTER INDEX ${s}.target_processed_pkey RENAME TO target_ledger_pkey;
     `,
   },
+  {
+    // `pruneLedger` deletes ledger rows the checkpoint covers; the highest position it pruned through
+    // is kept with the checkpoint, so that a reset below it can be refused.
+    version: 4,
+    name: 'pruned ledger horizon',
+    sql: (s) => `ALTER TABLE ${s}.target_checkpoints ADD COLUMN ledger_horizon bigint NOT NULL DEFAULT 0;`,
+  },
 ];
 
 /**

@@ -36,6 +36,35 @@ export const STORE_MIGRATIONS: Migration[] = [
     name: 'subscriptions',
     up: createSubscriptionTables,
   },
+  {
+    version: 3,
+    name: 'ledger horizons',
+    // The position through which each consumer's target pruned its dedup ledger, as the consumer
+    // runtime reports it: `consumers.reset` below it is refused.
+    up: (db) => {
+      db.exec(`
+        CREATE TABLE idem_ledger_horizons (
+          consumer TEXT    PRIMARY KEY,
+          position INTEGER NOT NULL
+        ) WITHOUT ROWID;
+      `);
+    },
+  },
+  {
+    version: 4,
+    name: 'subject keys',
+    // One AES-256 key per subject for `encrypt`; deleting a row (`store.shred`) erases the data of
+    // that subject's events.
+    up: (db) => {
+      db.exec(`
+        CREATE TABLE idem_subject_keys (
+          subject    TEXT PRIMARY KEY,
+          key        BLOB NOT NULL,
+          created_at TEXT NOT NULL
+        ) WITHOUT ROWID;
+      `);
+    },
+  },
 ];
 
 /**

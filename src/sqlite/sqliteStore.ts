@@ -8,6 +8,7 @@ import {
   type EventStore,
   type ReadAllOptions,
   type ReadStreamOptions,
+  type ShredResult,
 } from '../core/eventStore.js';
 import { checkKnownKeys, type KnownKeys } from '../core/knownKeys.js';
 import type { AppendResult, NewEvent, RecordedEvent } from '../core/event.js';
@@ -19,6 +20,12 @@ import { migrationStatus, type MigrationStatus } from '../core/migrationStatus.j
 import { readPages, tablePage } from '../core/readPages.js';
 import { boundedPage, parseHistoryBound } from '../core/history.js';
 import { compileUpcasters, type UpcastEvents, type Upcasters } from '../core/upcasters.js';
+import {
+  resolveEncryptOptions,
+  validateSubject,
+  type EncryptOptions,
+  type EventCipher,
+} from '../core/encryption.js';
 import { QueryCache } from '../core/queryCache.js';
 import type { ConsumerAdmin, DeadLetterAdmin, SubscribeOptions, Subscription } from '../core/subscription.js';
 import { countWithinBytes } from '../core/pageBytes.js';
@@ -32,6 +39,7 @@ import {
 } from '../subscriptions/subscriptionSource.js';
 import { SqliteSubscriptionState } from './subscriptionState.js';
 import { AppendBatcher } from './appendBatcher.js';
+import { SqliteSubjectKeys } from './subjectKeys.js';
 import { EVENT_COLUMNS, filterSql, tuplesToRecordedEvents, type EventTuple } from './eventRows.js';
 import { runMigrations, schemaVersion, STORE_MIGRATIONS } from './migrations.js';
 import { openDatabase, retryWhileBusy } from './connection.js';
@@ -62,6 +70,12 @@ export interface SqliteStoreOptions {
   create?: boolean;
   /** Applied to every event read (streams, `readAll`, subscriptions); see `Upcasters`. */
   upcasters?: Upcasters;
+  /**
+   * Crypto-shredding: the data of events whose `subject(event)` is not null is stored encrypted
+   * (AES-256-GCM, one key per subject, in the store's own key table unless `keys` is given) and
+   * decrypted on every read; `store.shred(subject)` deletes the key. See docs/data-lifecycle.md.
+   */
+  encrypt?: EncryptOptions;
 }
 
 const SQLITE_STORE_OPTION_KEYS = {
@@ -72,6 +86,7 @@ const SQLITE_STORE_OPTION_KEYS = {
   readPageSize: true,
   create: true,
   upcasters: true,
+  encrypt: true,
 } as const satisfies KnownKeys<SqliteStoreOptions>;
 
 /** A statement prepared for one filter, with the filter's parameters. */
@@ -103,6 +118,8 @@ export class SqliteEventStore implements EventStore {
   private closed = false;
   /** Set only when upcasters are given, so that a read without them does nothing more per event. */
   readonly upcast: UpcastEvents | null;
+  /** Set only with `encrypt`. */
+  private readonly cipher: EventCipher | null;
 
   private readonly subscriptions: SubscriptionService;
   readonly consumers: ConsumerAdmin;
@@ -140,6 +157,10 @@ export class SqliteEventStore implements EventStore {
       throw err;
     }
     this.batcher = new AppendBatcher(this.db, (head) => this.listeners.emit(head));
+    this.cipher = resolveEncryptOptions(
+      options.encrypt,
+      () => new SqliteSubjectKeys(this.db, (fn) => this.batcher.enqueueWrite(fn)),
+    );
     const state = new SqliteSubscriptionState(this.db, Date.now, (fn) => this.batcher.enqueueWrite(fn));
     this.subscriptions = new SubscriptionService(this, state);
     this.consumers = this.subscriptions.consumers;
@@ -148,6 +169,21 @@ export class SqliteEventStore implements EventStore {
 
   // Not `async`: returning the batcher's promise itself saves a promise and two ticks per append.
   append(stream: string, events: NewEvent[], options: AppendOptions = {}): Promise<AppendResult> {
+    if (this.cipher) {
+      const plain = this.cipher;
+      return Promise.resolve()
+        .then(() => {
+          this.assertOpen();
+          validateStreamName(stream);
+          return plain.seal(stream, events);
+        })
+        .then((sealed) => this.appendStored(stream, sealed, options));
+    }
+    return this.appendStored(stream, events, options);
+  }
+
+  /** Appends events whose data is as it will be stored (sealed already, with `encrypt`). */
+  private appendStored(stream: string, events: NewEvent[], options: AppendOptions): Promise<AppendResult> {
     try {
       this.assertOpen();
       const prepared = prepareAppend(stream, events, this.limits);
@@ -170,9 +206,9 @@ export class SqliteEventStore implements EventStore {
         `SELECT ${EVENT_COLUMNS} FROM idem_events WHERE stream = ? AND version >= ? ORDER BY version LIMIT ?`,
       )
       .raw(true));
-    yield* readPages(from, limit, this.pageSize, (version, size) => {
+    yield* readPages(from, limit, this.pageSize, async (version, size) => {
       this.assertOpen();
-      const events = this.toEvents(stmt.all(stream, version, size) as EventTuple[]);
+      const events = await this.readable(this.toEvents(stmt.all(stream, version, size) as EventTuple[]));
       return boundedPage(
         tablePage(events, size, (last) => last.version + 1),
         bound,
@@ -185,10 +221,10 @@ export class SqliteEventStore implements EventStore {
     const after = options.after === undefined ? 0 : validatePosition(options.after, 'after');
     const filter = normalizeFilter(options.filter);
     const limit = validateLimit(options.limit);
-    yield* readPages(after, limit, this.pageSize, (position, size) => {
+    yield* readPages(after, limit, this.pageSize, async (position, size) => {
       this.assertOpen();
       return tablePage(
-        this.page(position, Number.MAX_SAFE_INTEGER, filter, size).events,
+        await this.readable(this.page(position, Number.MAX_SAFE_INTEGER, filter, size).events),
         size,
         (last) => last.position,
       );
@@ -202,7 +238,7 @@ export class SqliteEventStore implements EventStore {
   readPage(after: number, filter: EventFilter, limit: number, maxBytes?: number): Promise<RecordedEvent[]> {
     try {
       this.assertOpen();
-      return Promise.resolve(this.page(after, Number.MAX_SAFE_INTEGER, filter, limit, maxBytes).events);
+      return this.readable(this.page(after, Number.MAX_SAFE_INTEGER, filter, limit, maxBytes).events);
     } catch (err) {
       return Promise.reject(err instanceof Error ? err : new Error(String(err)));
     }
@@ -226,6 +262,8 @@ export class SqliteEventStore implements EventStore {
       const head = this.head();
       const upTo = scanEnd(after, head, maxScan);
       const { events, cut } = this.page(after, upTo, filter, limit, maxBytes);
+      if (this.cipher)
+        return this.readable(events).then((opened) => scannedPage(opened, limit, upTo, head, cut));
       return Promise.resolve(scannedPage(events, limit, upTo, head, cut));
     } catch (err) {
       return Promise.reject(err instanceof Error ? err : new Error(String(err)));
@@ -294,9 +332,30 @@ export class SqliteEventStore implements EventStore {
     return migrationStatus(schemaVersion(this.db), STORE_MIGRATIONS);
   }
 
+  /** Rows as events; upcast here unless encrypted (then `readable` upcasts once they are decrypted). */
   private toEvents(rows: EventTuple[]): RecordedEvent[] {
     const events = tuplesToRecordedEvents(rows);
-    return this.upcast === null ? events : this.upcast(events);
+    return this.upcast === null || this.cipher !== null ? events : this.upcast(events);
+  }
+
+  /** Decrypts (with `encrypt`) and then upcasts the events of a page; as they are otherwise. */
+  private readable(events: RecordedEvent[]): Promise<RecordedEvent[]> {
+    const cipher = this.cipher;
+    if (cipher === null) return Promise.resolve(events);
+    const upcast = this.upcast;
+    return cipher.open(events).then((opened) => (upcast === null ? opened : upcast(opened)));
+  }
+
+  /**
+   * Crypto-shredding: deletes the subject's key, so that its events read back with `data: null` and
+   * `metadata.shredded: true` (ids, versions and positions stay). `shredded` is false when the
+   * subject had no key. A store opened without `encrypt` deletes from its own key table (for
+   * `idem shred`); with your own `keys`, this deletes from your key provider.
+   */
+  async shred(subject: string): Promise<ShredResult> {
+    this.assertOpen();
+    const keys = this.cipher?.keys ?? new SqliteSubjectKeys(this.db, (fn) => this.batcher.enqueueWrite(fn));
+    return { subject, shredded: await keys.delete(validateSubject(subject, 'subject')) };
   }
 
   async headPosition(): Promise<number> {

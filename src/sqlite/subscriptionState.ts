@@ -232,8 +232,26 @@ export class SqliteSubscriptionState implements SubscriptionStateBackend {
     });
   }
 
+  ledgerHorizon(name: string): Promise<number> {
+    return this.read(
+      () =>
+        (this.sql(`SELECT position FROM idem_ledger_horizons WHERE consumer = ?`).pluck().get(name) as
+          number | undefined) ?? 0,
+    );
+  }
+
+  setLedgerHorizon(name: string, position: number): Promise<void> {
+    return this.write(() => {
+      this.sql(
+        `INSERT INTO idem_ledger_horizons (consumer, position) VALUES (?, ?)
+         ON CONFLICT (consumer) DO UPDATE SET position = excluded.position`,
+      ).run(name, position);
+    });
+  }
+
   delete(name: string): Promise<AdminResult> {
     return this.admin(name, () => {
+      this.sql(`DELETE FROM idem_ledger_horizons WHERE consumer = ?`).run(name);
       this.sql(`DELETE FROM idem_dead_letters WHERE consumer = ?`).run(name);
       this.sql(`DELETE FROM idem_consumers WHERE name = ?`).run(name);
     });

@@ -2,11 +2,14 @@ import type Database from 'better-sqlite3';
 import type {
   BatchRecord,
   ConsumerTarget,
+  PruneLedgerOptions,
+  PruneLedgerResult,
   TargetCheckpoint,
   TargetTransaction,
 } from '../core/consumerTarget.js';
 import { ClosedError, InvalidInputError } from '../core/errors.js';
 import { checkKnownKeys, type KnownKeys } from '../core/knownKeys.js';
+import { resolvePruneOptions } from '../core/ledgerRetention.js';
 import { runMigrations } from './migrations.js';
 import { openDatabase, retryWhileBusy } from './connection.js';
 import { LEDGER_OF_CONSUMER } from './ledgerSql.js';
@@ -45,6 +48,10 @@ class TargetStatements {
   readonly addToCounter: Statement;
   readonly ledgerSize: Statement;
   readonly counter: Statement;
+  readonly horizon: Statement;
+  readonly prunePoint: Statement;
+  readonly prune: Statement;
+  readonly setHorizon: Statement;
   private readonly consumerId: Statement;
   private readonly insertConsumer: Statement;
 
@@ -91,6 +98,20 @@ class TargetStatements {
     this.ledgerSize = db.prepare(`SELECT count(*) AS n ${LEDGER_OF_CONSUMER}`);
     this.isProcessed = db.prepare('SELECT 1 FROM idem_ledger WHERE consumer_id = ? AND key = ?').pluck();
     this.counter = db.prepare('SELECT value FROM idem_counters WHERE counter = ?');
+    this.horizon = db.prepare(
+      'SELECT position, ledger_horizon AS horizon FROM idem_checkpoints WHERE consumer = ?',
+    );
+    // The position below the newest `keep` handled events at or below the bound (a scan of the
+    // consumer's rows: with a retention policy there are few of them).
+    this.prunePoint = db
+      .prepare(
+        'SELECT DISTINCT position FROM idem_ledger WHERE consumer_id = ? AND position <= ? ORDER BY position DESC LIMIT 1 OFFSET ?',
+      )
+      .pluck();
+    this.prune = db.prepare('DELETE FROM idem_ledger WHERE consumer_id = ? AND position <= ?');
+    this.setHorizon = db.prepare(
+      'UPDATE idem_checkpoints SET ledger_horizon = max(ledger_horizon, ?) WHERE consumer = ?',
+    );
     this.consumerId = db.prepare('SELECT id FROM idem_target_consumers WHERE consumer = ?').pluck();
     this.insertConsumer = db.prepare('INSERT INTO idem_target_consumers (consumer) VALUES (?)');
   }
@@ -298,6 +319,29 @@ export class SqliteTarget implements ConsumerTarget<Database.Database> {
 
   ledgerSize(consumer: string): Promise<number> {
     return this.serial(() => Promise.resolve((this.ready().ledgerSize.get(consumer) as { n: number }).n));
+  }
+
+  async pruneLedger(consumer: string, options?: PruneLedgerOptions): Promise<PruneLedgerResult> {
+    const { keep, through } = resolvePruneOptions(options);
+    return this.transaction(() => {
+      const s = this.ready();
+      const cp = s.horizon.get(consumer) as { position: number; horizon: number } | undefined;
+      const id = s.existingId(consumer);
+      if (!cp || id === undefined) return Promise.resolve({ deleted: 0, horizon: cp?.horizon ?? 0 });
+      const bound = Math.min(cp.position, through);
+      const upTo = keep === 0 ? bound : ((s.prunePoint.get(id, bound, keep) as number | undefined) ?? 0);
+      if (upTo <= cp.horizon) return Promise.resolve({ deleted: 0, horizon: cp.horizon });
+      const deleted = s.prune.run(id, upTo).changes;
+      s.setHorizon.run(upTo, consumer);
+      return Promise.resolve({ deleted, horizon: Math.max(cp.horizon, upTo) });
+    });
+  }
+
+  ledgerHorizon(consumer: string): Promise<number> {
+    return this.serial(() => {
+      const row = this.ready().horizon.get(consumer) as { horizon: number } | undefined;
+      return Promise.resolve(row?.horizon ?? 0);
+    });
   }
 
   counterValue(counter: string): Promise<number> {

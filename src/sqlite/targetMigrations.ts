@@ -6,7 +6,8 @@ export const TARGET_SCHEMA_TABLE = 'idem_target_schema';
 
 /**
  * The SQLite target's schema: the processed ledger, checkpoints, entity versions and the additive
- * counters (1), the effect outbox (2), the ledger keyed by a consumer id (3). Append new steps at
+ * counters (1), the effect outbox (2), the ledger keyed by a consumer id (3), the pruned ledger
+ * horizon of each checkpoint (4). Append new steps at
  * the end; never edit a released one.
  */
 export const TARGET_MIGRATIONS: Migration[] = [
@@ -72,6 +73,15 @@ export const TARGET_MIGRATIONS: Migration[] = [
           SELECT c.id, p.key, p.position FROM idem_processed p JOIN idem_target_consumers c ON c.consumer = p.consumer;
         DROP TABLE idem_processed;
       `);
+    },
+  },
+  {
+    version: 4,
+    name: 'pruned ledger horizon',
+    // `pruneLedger` deletes ledger rows the checkpoint covers; the highest position it pruned through
+    // is kept with the checkpoint, so that a reset below it can be refused.
+    up: (db) => {
+      db.exec('ALTER TABLE idem_checkpoints ADD COLUMN ledger_horizon INTEGER NOT NULL DEFAULT 0');
     },
   },
 ];

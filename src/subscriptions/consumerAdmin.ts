@@ -2,6 +2,7 @@ import { ConsumerBusyError, InvalidInputError, NotFoundError } from '../core/err
 import type { ConsumerAdmin, ConsumerInfo } from '../core/subscription.js';
 import { validateConsumerName, validatePosition } from '../core/validation.js';
 import { consumerInfo } from './consumerInfo.js';
+import { belowHorizon } from '../core/ledgerRetention.js';
 import type { AdminResult, ForceReleaseResult, SubscriptionStateBackend } from './stateBackend.js';
 import type { SubscriptionSource } from './subscriptionSource.js';
 
@@ -40,7 +41,15 @@ export class EngineConsumerAdmin implements ConsumerAdmin {
     const head = await this.source.headPosition();
     if (position > head)
       throw new InvalidInputError('position', `must not exceed the head position (${head})`);
+    const horizon = await this.backend.ledgerHorizon(name);
+    if (position < horizon) throw belowHorizon(name, horizon, 'position', `${position} is`);
     check(name, await this.backend.reset(name, position));
+  }
+
+  async setLedgerHorizon(name: string, position: number): Promise<void> {
+    validateConsumerName(name, 'name');
+    validatePosition(position, 'position');
+    await this.backend.setLedgerHorizon(name, position);
   }
 
   async delete(name: string): Promise<void> {

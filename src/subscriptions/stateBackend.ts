@@ -150,7 +150,14 @@ export interface SubscriptionStateBackend {
 
   /** Moves the cursor to `position` (back or forward); refused while a live lease exists. */
   reset(name: string, position: number): Promise<AdminResult>;
-  /** Removes the consumer and all its dead letters; refused while a live lease exists. */
+  /**
+   * The position through which the consumer's target pruned its dedup ledger, as the consumer runtime
+   * last reported it (0 when never). `reset` below it is refused by the engine.
+   */
+  ledgerHorizon(name: string): Promise<number>;
+  /** Records the consumer's pruned ledger horizon (replacing the one recorded). */
+  setLedgerHorizon(name: string, position: number): Promise<void>;
+  /** Removes the consumer, its dead letters and its recorded ledger horizon; refused while a live lease exists. */
   delete(name: string): Promise<AdminResult>;
   /**
    * An operator's forced release: when the consumer has an owner, owner and lease cleared, epoch + 1

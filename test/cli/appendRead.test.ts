@@ -41,10 +41,12 @@ describe('idem append, read and events on the embedded store', () => {
       ['consumers'],
       ['consumer'],
       ['consumer', 'reset'],
+      ['consumer', 'prune-ledger'],
       ['dlq'],
       ['dlq', 'skip'],
       ['serve'],
       ['verify'],
+      ['shred'],
     ];
     // The program's help through the real binary; every verb's help through `main` in this process.
     const results = [
@@ -67,6 +69,7 @@ describe('idem append, read and events on the embedded store', () => {
       'dlq',
       'serve',
       'verify',
+      'shred',
     ]) {
       assert.match(results[0]!.stdout, new RegExp(`\\n  ${verb} `), `program help lists ${verb}`);
     }

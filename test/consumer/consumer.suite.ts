@@ -10,6 +10,7 @@ import { describeBatchHandler } from './suite/batchHandler.js';
 import { describeErrorsAndGaps } from './suite/errors.js';
 import { describeLedgerAndGuards } from './suite/ledger.js';
 import { describeLifecycleAndMetrics } from './suite/lifecycle.js';
+import { describeLedgerRetention } from './suite/retention.js';
 import { describeTarget } from './suite/target.js';
 import type { MakeTargetFixture } from './support/targetFixture.js';
 
@@ -19,4 +20,5 @@ export function describeConsumer<Tx>(label: string, make: MakeTargetFixture<Tx>)
   describeBatchHandler(label, make);
   describeLifecycleAndMetrics(label, make);
   describeTarget(label, make);
+  describeLedgerRetention(label, make);
 }

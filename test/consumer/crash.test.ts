@@ -88,7 +88,7 @@ interface Outcome {
 
 /** `maxPerLife`: a life is killed once a random 1..maxPerLife more events are committed (or blindly written), until `minKills` kills. */
 async function crashRun(
-  mode: 'ledger' | 'blind',
+  mode: 'ledger' | 'blind' | 'retain',
   events: number,
   minKills: number,
   maxPerLife: number,
@@ -116,7 +116,7 @@ async function crashRun(
       await store.close();
     }
     const args =
-      mode === 'ledger' ? [storePath, targetPath, 'ledger'] : [storePath, targetPath, 'blind', blindPath];
+      mode === 'blind' ? [storePath, targetPath, 'blind', blindPath] : [storePath, targetPath, mode];
     const command = childCommand(dir.path);
     let kills = 0;
     let delivered = 0;
@@ -125,12 +125,12 @@ async function crashRun(
     // committed rows (blind run), read through their own read-only connections.
     const progress = (): number => {
       try {
-        const db = new Database(mode === 'ledger' ? targetPath : blindPath, {
+        const db = new Database(mode !== 'blind' ? targetPath : blindPath, {
           readonly: true,
           fileMustExist: true,
         });
         try {
-          return mode === 'ledger'
+          return mode !== 'blind'
             ? ((
                 db.prepare(`SELECT position FROM idem_checkpoints WHERE consumer = 'billing_v2'`).get() as
                   { position: number } | undefined
@@ -156,7 +156,7 @@ async function crashRun(
       duplicates += l.last.duplicates;
       if (l.done) break;
     }
-    const out = new Database(mode === 'ledger' ? targetPath : blindPath, { readonly: true });
+    const out = new Database(mode !== 'blind' ? targetPath : blindPath, { readonly: true });
     const target = new Database(targetPath, { readonly: true });
     try {
       const rows = out.prepare('SELECT stream, total, events FROM invoice_status').all() as {
@@ -200,6 +200,19 @@ describe('consumer crash test (SIGKILL at random moments, SQLite store + SQLite 
     assert.equal(r.doubled, 0);
     assert.ok(r.totalsMatch, 'every invoice total equals the exactly-once total');
     assert.equal(r.ledgerRows, 20_000);
+  });
+
+  it("with ledger: { retain: 'checkpoint' }: kills after prunes double nothing, and the ledger stays pruned", async () => {
+    // Lives of up to 6,000 events: the runtime prunes every 5,000, so some kills land right after a prune.
+    const r = await crashRun('retain', 60_000, 8, 6000);
+    console.log(
+      `# retain: delivered=${r.delivered} (reported) duplicates=${r.duplicates} kills=${r.kills} lost=${r.lost} doubled=${r.doubled} ledger_rows=${r.ledgerRows}`,
+    );
+    assert.ok(r.kills >= 8, `killed ${r.kills} times`);
+    assert.equal(r.lost, 0);
+    assert.equal(r.doubled, 0);
+    assert.ok(r.totalsMatch, 'every invoice total equals the exactly-once total');
+    assert.ok(r.ledgerRows < 60_000, `ledger pruned: ${r.ledgerRows} rows`);
   });
 
   it('with a blind counter outside the ledger transaction: the same kills double events (the test can fail)', async () => {

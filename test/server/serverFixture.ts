@@ -4,6 +4,7 @@ import type { ServerLimits } from '../../src/server/context.js';
 import { startServer, type RunningServer } from '../../src/server/startServer.js';
 import type { TokenConfig } from '../../src/server/tokens.js';
 import { openSqliteStore, type SqliteEventStore } from '../../src/sqlite/sqliteStore.js';
+import type { EncryptOptions } from '../../src/core/encryption.js';
 import { tempDir } from '../support/tempDir.js';
 
 export interface ServerFixture {
@@ -15,6 +16,8 @@ export interface ServerFixture {
 
 export interface ServerFixtureOptions {
   storeLimits?: Partial<StoreLimits>;
+  /** The store's `encrypt` option (crypto-shredding). */
+  encrypt?: EncryptOptions;
   limits?: Partial<ServerLimits>;
   tokens?: TokenConfig[];
   heartbeatMs?: number;
@@ -30,6 +33,7 @@ export async function startTestServer(options: ServerFixtureOptions = {}): Promi
       path: dir.file('events.db'),
       durability: 'normal',
       ...(options.storeLimits ? { limits: options.storeLimits } : {}),
+      ...(options.encrypt ? { encrypt: options.encrypt } : {}),
     });
     const server = await startServer({
       store,

@@ -6,6 +6,7 @@ import { deliveryPostgres, deliverySqlite } from './delivery.js';
 import { httpAppend } from './httpAppend.js';
 import { idleSubscriptionsScenario } from './idleSubscriptions.js';
 import { jetstream } from './jetstream.js';
+import { ledgerRetention } from './ledgerRetention.js';
 import { liveLatency } from './liveLatency.js';
 import { postgresAppend } from './postgresAppend.js';
 import { postgresRead } from './postgresRead.js';
@@ -23,6 +24,7 @@ export const SCENARIOS: readonly Scenario[] = [
   httpAppend,
   consumerPostgres,
   consumerSqlite,
+  ledgerRetention,
   liveLatency,
   catchUp,
   redelivery,

@@ -1,5 +1,6 @@
-/** Consumer and dead-letter administration: `/v1/consumers[/:name[/reset|/release|/dead-letters[/retry|/skip]]]`. */
+/** Consumer and dead-letter administration: `/v1/consumers[/:name[/reset|/release|/ledger-horizon|/dead-letters[/retry|/skip]]]`. */
 import type { FastifyInstance } from 'fastify';
+import { IdemError } from '../../core/errors.js';
 import type { DeadLetterSelector } from '../../core/subscription.js';
 import { validateConsumerName } from '../../core/validation.js';
 import { filterWithin, requireConsumerVisible, requireStream } from '../access.js';
@@ -42,6 +43,21 @@ export function registerConsumerRoutes(app: FastifyInstance, ctx: RouteContext):
     await store.consumers.reset(info.name, body.position);
     return store.consumers.get(info.name);
   });
+
+  // The consumer runtime reports the position through which its target pruned the dedup ledger;
+  // resets below it are refused. A subscriber's scope: it is the runtime that calls it.
+  app.put<NameParams>(
+    '/v1/consumers/:name/ledger-horizon',
+    { config: { scope: 'subscribe' } },
+    async (req) => {
+      const body = parseWith(resetBodySchema, req.body, '');
+      const info = await visible(req.principal, req.params.name);
+      if (!store.consumers.setLedgerHorizon)
+        throw new IdemError('invalid_input', 'this store keeps no ledger horizons', { field: 'name' });
+      await store.consumers.setLedgerHorizon(info.name, body.position);
+      return { consumer: info.name, ledgerHorizon: body.position };
+    },
+  );
 
   app.post<NameParams>('/v1/consumers/:name/release', { config: { scope: 'admin' } }, async (req) => {
     const info = await visible(req.principal, req.params.name);

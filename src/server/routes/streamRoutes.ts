@@ -6,6 +6,8 @@ import type { EventFilter } from '../../core/filter.js';
 import { normalizeFilter } from '../../core/filter.js';
 import { parseHistoryTime } from '../../core/history.js';
 import { prepareAppend, validateStreamName } from '../../core/validation.js';
+import { validateSubject } from '../../core/encryption.js';
+import { IdemError, InvalidInputError } from '../../core/errors.js';
 import { filterWithin, requireFilterWithin, requireStream } from '../access.js';
 import type { RouteContext } from '../context.js';
 import { appendBodySchema, checkQueryKeys, intQuery, listQuery, parseWith } from '../schemas.js';
@@ -74,4 +76,22 @@ export function registerStreamRoutes(app: FastifyInstance, ctx: RouteContext): v
     const last = events[events.length - 1];
     return { head, events, next: events.length === limit && last ? last.position : null };
   });
+
+  // Crypto-shredding: deletes the subject's key in the store. Its events may lie in any stream, so a
+  // token limited to some streams may not.
+  app.post<{ Params: { subject: string } }>(
+    '/v1/subjects/:subject/shred',
+    { config: { scope: 'admin' } },
+    async (req) => {
+      const subject = validateSubject(req.params.subject, 'subject');
+      if (req.principal.streamPrefixes !== null) {
+        throw new IdemError(
+          'forbidden',
+          `token "${req.principal.name}" is limited to some streams; a subject's events may lie in any`,
+        );
+      }
+      if (!store.shred) throw new InvalidInputError('subject', 'this store keeps no subject keys');
+      return store.shred(subject);
+    },
+  );
 }

@@ -1,4 +1,5 @@
-// A billing consumer process for the crash test: `node --import tsx crashChild.ts <store.db> <target.db> <ledger|blind> [blind.db]`.
+// A billing consumer process for the crash test: `node --import tsx crashChild.ts <store.db> <target.db> <ledger|retain|blind> [blind.db]`
+// (`retain`: the ledger with `ledger: { retain: 'checkpoint' }`).
 // Exits 75 if it loses the lease. Prints `ready` once it owns the consumer, `m <delivered> <duplicates> <processed>` every few ms, and
 // `done` when it has caught up with the store. The parent SIGKILLs it at random moments.
 import Database from 'better-sqlite3';
@@ -10,10 +11,10 @@ const [storePath, targetPath, mode, blindPath] = process.argv.slice(2);
 if (
   !storePath ||
   !targetPath ||
-  (mode !== 'ledger' && mode !== 'blind') ||
+  (mode !== 'ledger' && mode !== 'retain' && mode !== 'blind') ||
   (mode === 'blind' && !blindPath)
 ) {
-  console.error('usage: crashChild.ts <store.db> <target.db> <ledger|blind> [blind.db]');
+  console.error('usage: crashChild.ts <store.db> <target.db> <ledger|retain|blind> [blind.db]');
   process.exit(2);
 }
 
@@ -47,6 +48,7 @@ const consumer = createConsumer({
   batch: { size: 100, catchUpSize: 300 },
   standby: true,
   leaseTtlMs: 1000,
+  ...(mode === 'retain' ? { ledger: { retain: 'checkpoint' as const } } : {}),
   handle: (event) => {
     // Progress for the parent, written synchronously to the pipe (timers may starve during catch-up).
     if (++handled % 50 === 0) report();

@@ -97,6 +97,31 @@ export function adminTests(makeStore: MakeStore): void {
         await rejectsWith(() => store.consumers.reset(name, -1), 'invalid_input');
       }));
 
+    it('refuses a reset below the recorded ledger horizon, naming it; delete forgets the horizon', () =>
+      withStore(makeStore, async (store) => {
+        await appendN(store, randomStream(), 6);
+        const name = randomConsumer();
+        const sub = await store.subscribe(name);
+        await nextEvents(sub[Symbol.asyncIterator]());
+        await sub.ack(6);
+        await sub.close();
+        assert.equal(
+          typeof store.consumers.setLedgerHorizon,
+          'function',
+          'the store records ledger horizons',
+        );
+        await store.consumers.setLedgerHorizon?.(name, 4);
+        const refused = await rejectsWith(() => store.consumers.reset(name, 3), 'invalid_input');
+        assert.equal(refused.details.field, 'position');
+        assert.match(refused.message, /at least 4 .*through position 4.*new consumer version/);
+        await store.consumers.reset(name, 4);
+        assert.equal((await store.consumers.get(name)).position, 4);
+        await store.consumers.delete(name);
+        const again = await store.subscribe(name);
+        await again.close();
+        await store.consumers.reset(name, 0);
+      }));
+
     it('deletes a consumer with its cursor and dead letters; the name can then start afresh', () =>
       withStore(makeStore, async (store) => {
         await appendN(store, randomStream(), 3);

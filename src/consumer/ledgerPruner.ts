@@ -1,0 +1,127 @@
+import type { ConsumerTarget, PruneLedgerOptions, PruneLedgerResult } from '../core/consumerTarget.js';
+import { InvalidInputError } from '../core/errors.js';
+import type { EventStore } from '../core/eventStore.js';
+import { belowHorizon, type ResolvedRetain } from '../core/ledgerRetention.js';
+import type { ResolvedOptions } from './options.js';
+
+/** A prune runs once this many events were handled since the last one (or after `PRUNE_IDLE_MS`). */
+export const PRUNE_EVERY_EVENTS = 5000;
+/** A consumer that handled fewer events than `PRUNE_EVERY_EVENTS` still prunes after this long. */
+const PRUNE_IDLE_MS = 30_000;
+/** Most (recorded-at, position) marks kept for `retain: { age }`; older ones are thinned out. */
+const MAX_AGE_MARKS = 4096;
+
+/**
+ * The consumer's `ledger: { retain }` policy: after an acknowledgement, now and then, prunes the
+ * target's ledger rows the acknowledged position covers, keeping what the policy keeps and what
+ * parked entities may still need, and reports the pruned horizon to the source so that a reset
+ * below it is refused. Also refuses to start a consumer whose cursor is below the target's horizon.
+ */
+export class LedgerPruner<Tx> {
+  private handled = 0;
+  private lastPruneMs = Date.now();
+  /** For `age`: the recorded time of the last event of acknowledged batches, with its position. */
+  private marks: { ms: number; position: number }[] = [];
+
+  constructor(
+    private readonly o: ResolvedOptions<Tx>,
+    private readonly retain: ResolvedRetain | null,
+  ) {}
+
+  /** With the entity-version guard, a redelivery below the horizon is skipped by the entity versions. */
+  private get horizonMatters(): boolean {
+    return !this.o.guards.entityVersion;
+  }
+
+  /**
+   * At start: `invalid_input` when the source's cursor is below the target's pruned horizon (a reset
+   * past the store's own check, or a consumer deleted and made again); otherwise tells the source the
+   * horizon, so that its `consumers.reset` refuses going below it.
+   */
+  async checkStart(startPosition: number): Promise<void> {
+    const target = this.o.target;
+    if (!target.ledgerHorizon || !this.horizonMatters) return;
+    const horizon = await target.ledgerHorizon(this.o.name);
+    if (horizon === 0) return;
+    if (startPosition < horizon)
+      throw belowHorizon(this.o.name, horizon, 'cursor', `the source's cursor ${startPosition} is`);
+    await this.o.source.consumers.setLedgerHorizon?.(this.o.name, horizon);
+  }
+
+  /** After an acknowledgement of `position`: prunes when due. */
+  async acked(position: number, handled: number, lastRecordedMs: number): Promise<void> {
+    const retain = this.retain;
+    if (!retain || !this.o.target.pruneLedger) return;
+    this.handled += handled;
+    if (retain.kind === 'age') this.mark(lastRecordedMs, position);
+    const now = Date.now();
+    if (this.handled < PRUNE_EVERY_EVENTS && (this.handled === 0 || now - this.lastPruneMs < PRUNE_IDLE_MS))
+      return;
+    this.handled = 0;
+    this.lastPruneMs = now;
+    const through = retain.kind === 'age' ? this.agedThrough(now - retain.ms) : position;
+    if (through <= 0) return;
+    await pruneConsumerLedger(this.o.source, this.o.target, this.o.name, {
+      through,
+      ...(retain.kind === 'events' ? { keep: retain.keep } : {}),
+      keysBeyondIds: this.o.guards.keyGuards.some((g) => g.label !== 'event-id'),
+      reportHorizon: this.horizonMatters,
+    });
+  }
+
+  private mark(ms: number, position: number): void {
+    this.marks.push({ ms, position });
+    if (this.marks.length > MAX_AGE_MARKS) this.marks = this.marks.filter((_, i) => i % 2 === 1);
+  }
+
+  /** The last acknowledged position whose event was recorded at or before `cutoffMs` (0 for none). */
+  private agedThrough(cutoffMs: number): number {
+    let through = 0;
+    let keepFrom = 0;
+    for (let i = 0; i < this.marks.length; i++) {
+      const m = this.marks[i]!;
+      if (m.ms > cutoffMs) break;
+      through = Math.max(through, m.position);
+      keepFrom = i;
+    }
+    this.marks = this.marks.slice(keepFrom);
+    return through;
+  }
+}
+
+export interface PruneConsumerLedgerOptions extends PruneLedgerOptions {
+  /** The consumer has a key guard other than `event-id`: nothing is pruned while it has dead letters. */
+  keysBeyondIds?: boolean;
+  /** Tell the source the new horizon (not with the entity-version guard). @default true */
+  reportHorizon?: boolean;
+}
+
+/**
+ * Prunes `name`'s ledger in `target` as far as its parked entities allow, and reports the horizon to
+ * `source`: rows at and after the earliest active dead letter stay (a retried event's row must not be
+ * mistaken for pruned), and with key guards beyond event ids nothing is pruned while any is parked (a
+ * retried command may match an older event's key). Returns null when it pruned nothing for that reason.
+ */
+export async function pruneConsumerLedger<Tx>(
+  source: EventStore,
+  target: ConsumerTarget<Tx>,
+  name: string,
+  options: PruneConsumerLedgerOptions = {},
+): Promise<PruneLedgerResult | null> {
+  if (!target.pruneLedger)
+    throw new InvalidInputError('target', `the ${target.kind} target cannot prune its ledger`);
+  let through = options.through ?? Number.MAX_SAFE_INTEGER;
+  let first: number | null = null;
+  for (const d of await source.deadLetters.list(name))
+    if (first === null || d.event.position < first) first = d.event.position;
+  if (first !== null) {
+    if (options.keysBeyondIds === true) return null;
+    through = Math.min(through, first - 1);
+  }
+  const r = await target.pruneLedger(name, {
+    through,
+    ...(options.keep !== undefined ? { keep: options.keep } : {}),
+  });
+  if (options.reportHorizon !== false) await source.consumers.setLedgerHorizon?.(name, r.horizon);
+  return r;
+}

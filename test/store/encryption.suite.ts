@@ -1,0 +1,184 @@
+/**
+ * Crypto-shredding, written once against a store opened with `encrypt` and its `shred`, for every
+ * store that offers it (SQLite, PostgreSQL).
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import type { EncryptOptions } from '../../src/core/encryption.js';
+import { isIdemError } from '../../src/core/errors.js';
+import type { RecordedEvent } from '../../src/core/event.js';
+import type { EventStore } from '../../src/core/eventStore.js';
+import { randomConsumer, randomStream } from '../support/names.js';
+
+export interface ShreddingStore extends EventStore {
+  shred(subject: string): Promise<{ subject: string; shredded: boolean }>;
+}
+
+export interface EncryptionFixture {
+  store: ShreddingStore;
+  /** The `data` column of the stored row, as text. */
+  storedData(id: string): Promise<string>;
+  cleanup(): Promise<void>;
+}
+
+export type MakeEncryptedStore = (encrypt: EncryptOptions) => Promise<EncryptionFixture>;
+
+/** Each event's subject is `metadata.customer` (none: stored in clear). */
+const bySubject: EncryptOptions = {
+  subject: (e) => (typeof e.metadata['customer'] === 'string' ? e.metadata['customer'] : null),
+};
+
+async function all<T>(it: AsyncIterable<T>): Promise<T[]> {
+  const out: T[] = [];
+  for await (const x of it) out.push(x);
+  return out;
+}
+
+async function firstBatch(store: EventStore, name: string): Promise<RecordedEvent[]> {
+  const sub = await store.subscribe(name);
+  try {
+    for await (const m of sub) if (m.kind === 'events') return m.events;
+    throw new Error('no events');
+  } finally {
+    await sub.close();
+  }
+}
+
+export function describeEncryption(
+  label: string,
+  make: MakeEncryptedStore,
+  options: { skip?: string | false } = {},
+): void {
+  describe(`crypto-shredding (${label})`, { skip: options.skip ?? false }, () => {
+    it('stores data encrypted per subject, reads it back on every read path, and shreds one subject', async () => {
+      const fx = await make(bySubject);
+      try {
+        const { store } = fx;
+        const alice = randomStream('customer');
+        const bob = randomStream('customer');
+        await store.append(alice, [
+          {
+            type: 'customer.registered',
+            data: { email: 'alice@example.com' },
+            metadata: { customer: 'c-alice' },
+          },
+          { type: 'customer.moved', data: { city: 'Lyon' }, metadata: { customer: 'c-alice' } },
+        ]);
+        await store.append(bob, [
+          {
+            type: 'customer.registered',
+            data: { email: 'bob@example.com' },
+            metadata: { customer: 'c-bob' },
+          },
+        ]);
+        await store.append(randomStream('audit'), [{ type: 'audit.noted', data: { clear: true } }]);
+
+        const before = await all(store.readAll());
+        assert.deepEqual(
+          before.map((e) => e.data),
+          [{ email: 'alice@example.com' }, { city: 'Lyon' }, { email: 'bob@example.com' }, { clear: true }],
+        );
+        const raw = await fx.storedData(before[0]!.id);
+        assert.ok(!raw.includes('alice@example.com'), `stored in clear: ${raw}`);
+        assert.match(raw, /\$idem_encrypted/);
+        assert.equal(await fx.storedData(before[3]!.id), '{"clear":true}');
+        assert.deepEqual(
+          (await all(store.readStream(alice))).map((e) => e.data),
+          [{ email: 'alice@example.com' }, { city: 'Lyon' }],
+        );
+        assert.deepEqual(
+          (await firstBatch(store, randomConsumer('reader'))).map((e) => e.data),
+          before.map((e) => e.data),
+        );
+
+        assert.deepEqual(await store.shred('c-alice'), { subject: 'c-alice', shredded: true });
+        assert.deepEqual(await store.shred('c-alice'), { subject: 'c-alice', shredded: false });
+        const after = await all(store.readAll());
+        assert.deepEqual(
+          after.map((e) => [e.id, e.stream, e.version, e.position]),
+          before.map((e) => [e.id, e.stream, e.version, e.position]),
+          'ids, streams, versions and positions stay',
+        );
+        assert.deepEqual(after[0]!.data, null);
+        assert.deepEqual(after[0]!.metadata, { customer: 'c-alice', shredded: true });
+        assert.deepEqual(after[1]!.data, null);
+        assert.deepEqual(after[2]!.data, { email: 'bob@example.com' });
+        assert.equal(after[2]!.metadata['shredded'], undefined);
+        assert.deepEqual(
+          (await all(store.readStream(alice))).map((e) => [e.version, e.data, e.metadata['shredded']]),
+          [
+            [1, null, true],
+            [2, null, true],
+          ],
+        );
+        assert.deepEqual(
+          (await firstBatch(store, randomConsumer('reader'))).map((e) => e.data),
+          after.map((e) => e.data),
+        );
+        // A new event of the subject gets a new key; the old ones stay unreadable.
+        await store.append(alice, [
+          {
+            type: 'customer.registered',
+            data: { email: 'new@example.com' },
+            metadata: { customer: 'c-alice' },
+          },
+        ]);
+        assert.deepEqual(
+          (await all(store.readStream(alice))).map((e) => e.data),
+          [null, null, { email: 'new@example.com' }],
+        );
+      } finally {
+        await fx.cleanup();
+      }
+    });
+
+    it('an append repeated with the same ids is a duplicate; other content under an id is a conflict', async () => {
+      const fx = await make(bySubject);
+      try {
+        const { store } = fx;
+        const s = randomStream('customer');
+        const events = [
+          {
+            id: '0190a3c5-0000-7000-8000-000000000001',
+            type: 'customer.registered',
+            data: { email: 'carol@example.com' },
+            metadata: { customer: 'c-carol' },
+          },
+        ];
+        const first = await store.append(s, events);
+        const again = await store.append(s, events);
+        assert.equal(first.duplicate, false);
+        assert.equal(again.duplicate, true);
+        assert.equal(again.lastPosition, first.lastPosition);
+        await assert.rejects(
+          store.append(s, [{ ...events[0]!, data: { email: 'other@example.com' } }]),
+          (err: unknown) => isIdemError(err, 'idempotency_conflict'),
+        );
+        // After a shred the content can no longer be compared: a repeat is refused, never stored twice.
+        await store.shred('c-carol');
+        await assert.rejects(store.append(s, events), (err: unknown) =>
+          isIdemError(err, 'idempotency_conflict'),
+        );
+        assert.equal((await all(store.readStream(s))).length, 1);
+      } finally {
+        await fx.cleanup();
+      }
+    });
+
+    it('refuses a bad subject or options, naming the field', async () => {
+      const fx = await make({ subject: () => '' });
+      try {
+        await assert.rejects(
+          fx.store.append(randomStream('x'), [{ type: 't', data: {} }]),
+          (err: unknown) => isIdemError(err, 'invalid_input') && err.message.startsWith('events[0] subject'),
+        );
+      } finally {
+        await fx.cleanup();
+      }
+      await assert.rejects(
+        make({ subject: 'metadata.customer' as never }),
+        (err: unknown) => isIdemError(err, 'invalid_input') && err.message.startsWith('encrypt.subject'),
+      );
+    });
+  });
+}
