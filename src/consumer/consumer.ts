@@ -39,6 +39,9 @@ export interface Consumer {
   whenCaughtUp(options?: { timeoutMs?: number }): Promise<void>;
 }
 
+/** How often a consumer over a remote source reports its monitors to the server, at most. */
+const REPORT_EVERY_MS = 2000;
+
 interface Waiter {
   head: number;
   /** The last event up to `head` that the filter matches, once looked up (null before). */
@@ -78,6 +81,8 @@ class ConsumerRuntime<Tx> implements Consumer {
   private failures = 0;
   private lastHeadCheck = 0;
   private waiters = new Set<Waiter>();
+  private lastReport = 0;
+  private reportTimer: NodeJS.Timeout | null = null;
 
   constructor(options: ResolvedOptions<Tx>) {
     this.o = options;
@@ -153,6 +158,7 @@ class ConsumerRuntime<Tx> implements Consumer {
     this.epoch = sub.epoch;
     this.enter({ kind: 'catching_up', run });
     this.setProgress(Math.max(this.progress.position, sub.startPosition), this.progress.head);
+    this.report(run);
     return sub;
   }
 
@@ -198,6 +204,7 @@ class ConsumerRuntime<Tx> implements Consumer {
         this.enter({ kind: 'live', run });
         this.setProgress(this.progress.position, Math.max(this.progress.head, work.position), 0);
         this.checkWaiters();
+        this.report(run);
         continue;
       }
       if (work.events.length === 0) continue;
@@ -222,6 +229,26 @@ class ConsumerRuntime<Tx> implements Consumer {
       }
       this.failures = 0;
       this.checkWaiters();
+      this.report(run);
+    }
+  }
+
+  /**
+   * Sends the monitors to a remote source's server: at once when the last report is old enough,
+   * else once that time has passed, so the last figures always arrive.
+   */
+  private report(run: Run): void {
+    if (!run.sub?.report || this.reportTimer) return;
+    const wait = this.lastReport + REPORT_EVERY_MS - Date.now();
+    const send = (): void => {
+      this.reportTimer = null;
+      this.lastReport = Date.now();
+      run.sub?.report?.(this.m.monitors(this.progress));
+    };
+    if (wait <= 0) send();
+    else {
+      this.reportTimer = setTimeout(send, wait);
+      this.reportTimer.unref();
     }
   }
 
@@ -290,6 +317,8 @@ class ConsumerRuntime<Tx> implements Consumer {
 
   private async doStop(stopping: Extract<Lifecycle, { kind: 'stopping' }>): Promise<void> {
     const run = stopping.run;
+    if (this.reportTimer) clearTimeout(this.reportTimer);
+    this.reportTimer = null;
     await this.o.effects?.stop();
     run.wakeUp.abort();
     if (this.batchInFlight) await this.batchInFlight.catch(() => undefined);

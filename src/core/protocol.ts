@@ -2,6 +2,7 @@
  * The WebSocket subscription protocol (`/v1/subscribe`): one JSON object per text frame.
  * docs/protocol.md is the prose version of these types; keep both in step.
  */
+import type { ConsumerMonitors } from './consumerMonitors.js';
 import type { ErrorCode } from './errors.js';
 import type { RecordedEvent } from './event.js';
 import type { EventFilter } from './filter.js';
@@ -81,8 +82,29 @@ export interface PingRequest {
   req?: RequestId;
 }
 
+/**
+ * The consumer's handler-side monitors, counted by its process (cumulative since it started), for the
+ * server's `/metrics`. No reply; the server keeps at most one report per subscription per
+ * `REPORT_INTERVAL_MS` and drops the ones that come sooner.
+ */
+export interface ReportRequest {
+  type: 'report';
+  sub: string;
+  monitors: ConsumerMonitors;
+}
+
+/** The shortest interval between two reports of one subscription that the server keeps. */
+export const REPORT_INTERVAL_MS = 1000;
+
 export type ClientMessage =
-  SubscribeRequest | MoreRequest | AckRequest | ParkRequest | FailRequest | UnsubscribeRequest | PingRequest;
+  | SubscribeRequest
+  | MoreRequest
+  | AckRequest
+  | ParkRequest
+  | FailRequest
+  | UnsubscribeRequest
+  | PingRequest
+  | ReportRequest;
 
 // ---- server -> client ----
 

@@ -1,3 +1,4 @@
+import type { ConsumerMonitors } from './consumerMonitors.js';
 import type { RecordedEvent } from './event.js';
 import type { EventFilter } from './filter.js';
 import type { KnownKeys } from './knownKeys.js';
@@ -95,6 +96,12 @@ export interface Subscription extends AsyncIterable<SubscriptionMessage> {
   fail(info: FailureInfo): Promise<void>;
   /** Releases the lease (status `stopped`) and ends iteration. Safe to call twice. */
   close(): Promise<void>;
+  /**
+   * Sends the consumer's handler-side monitors to where the subscription is held, when that is
+   * another process (a remote subscription reports them to its server's `/metrics`). Fire and
+   * forget; absent where the monitors are already in the same process.
+   */
+  report?(monitors: ConsumerMonitors): void;
 }
 
 export type ConsumerStatus = 'running' | 'idle' | 'stopped' | 'failed';

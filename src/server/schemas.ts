@@ -3,6 +3,7 @@
  * `InvalidInputError` naming the first offending field; the store then applies its own full checks.
  */
 import { z } from 'zod';
+import { LATENCY_BUCKETS, MONITOR_COUNTERS } from '../core/consumerMonitors.js';
 import { InvalidInputError } from '../core/errors.js';
 import { clip } from './clip.js';
 
@@ -73,6 +74,28 @@ const subId = shortText(64);
 /** Checked in full by the subscription engine, which names the field (`leaseTtlMs`, `info.reason`, ...). */
 const engineChecked = z.unknown().optional();
 
+const count = nonNegInt;
+/** Seconds: a sum of latencies, at most about 31,700 years. */
+const seconds = z.number().min(0).max(1e12);
+const histogram = z.strictObject({
+  count,
+  sum: seconds,
+  max: seconds,
+  buckets: z.array(count).length(LATENCY_BUCKETS.length),
+});
+
+/** A `report` frame's monitors: every field required, every number bounded, about 1 KB in all. */
+export const monitorsSchema = z.strictObject({
+  ...(Object.fromEntries(Object.keys(MONITOR_COUNTERS).map((k) => [k, count])) as Record<
+    keyof typeof MONITOR_COUNTERS,
+    typeof count
+  >),
+  parkedEntities: count,
+  handlerSeconds: histogram,
+  endToEndSeconds: histogram,
+  checkpointLag: z.strictObject({ events: count, seconds }),
+});
+
 export const clientMessageSchema = z.discriminatedUnion(
   'type',
   [
@@ -107,8 +130,9 @@ export const clientMessageSchema = z.discriminatedUnion(
     z.strictObject({ type: z.literal('fail'), sub: subId, info: engineChecked, req: requestId }),
     z.strictObject({ type: z.literal('unsubscribe'), sub: subId, req: requestId }),
     z.strictObject({ type: z.literal('ping'), req: pingId.optional() }),
+    z.strictObject({ type: z.literal('report'), sub: subId, monitors: monitorsSchema }),
   ],
-  { error: 'must be one of subscribe, more, ack, park, fail, unsubscribe, ping' },
+  { error: 'must be one of subscribe, more, ack, park, fail, unsubscribe, ping, report' },
 );
 
 // ---- query strings: every value arrives as a string (or an array when repeated) ----

@@ -33,6 +33,7 @@ export function registerConsumerRoutes(app: FastifyInstance, ctx: RouteContext):
   app.delete<NameParams>('/v1/consumers/:name', { config: { scope: 'admin' } }, async (req) => {
     const info = await visible(req.principal, req.params.name);
     await store.consumers.delete(info.name);
+    ctx.metrics.reports.forget(info.name);
     return { consumer: info.name, deleted: true };
   });
 
