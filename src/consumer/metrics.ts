@@ -38,6 +38,8 @@ export interface ConsumerMetricsSnapshot {
   handlerLatency: LatencySummary;
   /** From the event's `recordedAt` to the commit of its batch. */
   endToEndLatency: LatencySummary;
+  /** True while the consumer is paused (by an operator, or by itself in an outage). */
+  paused: boolean;
   /** Last acknowledged position. */
   position: number;
   /** The source's head position when last checked. */
@@ -124,6 +126,7 @@ export class ConsumerMetrics {
   private readonly endToEnd = new Latency();
   /** Entities this consumer parked and has not handled since. */
   private readonly parkedStreams = new Set<string>();
+  private isPaused = false;
   private readonly prom: {
     counters: Record<CounterName, Counter<'consumer'>>;
     handler: Histogram<'consumer'>;
@@ -132,6 +135,7 @@ export class ConsumerMetrics {
     lagSeconds: Gauge<'consumer'>;
     parkedEntities: Gauge<'consumer'>;
     position: Gauge<'consumer'>;
+    paused: Gauge<'consumer'>;
   } | null;
 
   constructor(
@@ -171,6 +175,7 @@ export class ConsumerMetrics {
       lagSeconds: gauge('checkpoint_lag_seconds', 'Age of the checkpoint while behind the head'),
       parkedEntities: gauge('parked_entities', 'Entities parked behind a dead letter'),
       position: gauge('position', 'Last acknowledged position'),
+      paused: gauge('paused', '1 while the consumer is paused (by an operator or by an outage), else 0'),
     };
   }
 
@@ -196,6 +201,11 @@ export class ConsumerMetrics {
     for (const s of parked) this.parkedStreams.add(s);
   }
 
+  paused(flag: boolean): void {
+    this.isPaused = flag;
+    this.prom?.paused.set({ consumer: this.consumer }, flag ? 1 : 0);
+  }
+
   /** Sets the position, lag and parked-entity gauges from the runtime's progress. */
   gauges(p: ConsumerProgress): void {
     if (!this.prom) return;
@@ -216,6 +226,7 @@ export class ConsumerMetrics {
       parkedEntities: this.parkedStreams.size,
       handlerLatency: this.handler.summary(),
       endToEndLatency: this.endToEnd.summary(),
+      paused: this.isPaused,
       position: p.position,
       head: p.head,
       checkpointLag: { events: Math.max(0, p.head - p.position), seconds: p.lagSeconds },

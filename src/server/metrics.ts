@@ -4,7 +4,7 @@ import type { AppendResult } from '../core/event.js';
 import type { EventStore } from '../core/eventStore.js';
 import type { ConsumerStatus } from '../core/subscription.js';
 
-const STATUSES: readonly ConsumerStatus[] = ['running', 'idle', 'stopped', 'failed'];
+const STATUSES: readonly ConsumerStatus[] = ['running', 'idle', 'stopped', 'failed', 'paused'];
 
 export class ServerMetrics {
   readonly registry = new Registry();
