@@ -19,6 +19,7 @@ import {
   DEAD_LETTER_LIST_OPTION_KEYS,
   DEAD_LETTER_SELECTOR_KEYS,
   DEAD_LETTER_SKIP_OPTION_KEYS,
+  CONSUMER_PAUSE_OPTION_KEYS,
   type ConsumerAdmin,
   type ConsumerInfo,
   type DeadLetter,
@@ -220,6 +221,19 @@ export class RemoteEventStore implements EventStore {
         this.assertOpen();
         // Safe to repeat: a second release finds no owner and changes nothing.
         await this.http.request('POST', this.consumerPath(name, '/release'), { retry: true });
+      },
+      pause: async (name, options = {}) => {
+        this.assertOpen();
+        checkKnownKeys(options, CONSUMER_PAUSE_OPTION_KEYS, 'options');
+        // Safe to repeat: pausing a paused consumer changes nothing.
+        await this.http.request('POST', this.consumerPath(name, '/pause'), {
+          body: options.by === undefined ? {} : { by: options.by },
+          retry: true,
+        });
+      },
+      resume: async (name) => {
+        this.assertOpen();
+        await this.http.request('POST', this.consumerPath(name, '/resume'), { retry: true });
       },
     };
   }

@@ -295,6 +295,9 @@ export class RemoteSubscription implements Subscription {
       case 'caught_up':
         this.push({ kind: 'caught_up', position: msg.position });
         return;
+      case 'paused':
+        this.push({ kind: 'paused', pause: msg.pause });
+        return;
       case 'ok':
         if (typeof msg.req === 'number') this.settle(msg.req, null);
         return;

@@ -1,6 +1,6 @@
 import { ClosedError, IdemError, isIdemError } from '../core/errors.js';
 import type { RecordedEvent } from '../core/event.js';
-import type { Subscription } from '../core/subscription.js';
+import type { ConsumerPause, Subscription } from '../core/subscription.js';
 import { backoffDelay, sleep } from '../core/backoff.js';
 import { MessageBatcher } from './messageBatcher.js';
 import { ConsumerMetrics, type ConsumerMetricsSnapshot, type ConsumerProgress } from './metrics.js';
@@ -156,6 +156,8 @@ class ConsumerRuntime<Tx> implements Consumer {
     });
     run.sub = sub;
     this.epoch = sub.epoch;
+    // A new subscription says again whether the consumer is paused.
+    this.m.paused(false);
     this.enter({ kind: 'catching_up', run });
     this.setProgress(Math.max(this.progress.position, sub.startPosition), this.progress.head);
     this.report(run);
@@ -205,6 +207,10 @@ class ConsumerRuntime<Tx> implements Consumer {
         this.setProgress(this.progress.position, Math.max(this.progress.head, work.position), 0);
         this.checkWaiters();
         this.report(run);
+        continue;
+      }
+      if (work.kind === 'paused') {
+        this.pauseChanged(run, work.pause);
         continue;
       }
       if (work.events.length === 0) continue;
@@ -292,6 +298,16 @@ class ConsumerRuntime<Tx> implements Consumer {
     return outcome;
   }
 
+  /** Shows the pause the subscription reported (an operator's), or its end. */
+  private pauseChanged(run: Run, pause: ConsumerPause | null): void {
+    const life = this.life;
+    if (pause) {
+      const was = life.kind === 'paused' ? life.was : this.caughtUpAt >= 0 ? 'live' : 'catching_up';
+      this.enter({ kind: 'paused', run, pause, was });
+    } else if (life.kind === 'paused') this.enter({ kind: life.was, run });
+    this.m.paused(pause !== null);
+  }
+
   /** Records the acknowledged position and the head (never below it), and sets the gauges. */
   private setProgress(position: number, head: number, lagSeconds = this.progress.lagSeconds): void {
     const top = Math.max(head, position);
@@ -371,6 +387,7 @@ class ConsumerRuntime<Tx> implements Consumer {
       const e = this.lastError;
       s.lastError = { name: e.name, message: e.message, ...(isIdemError(e) ? { code: e.code } : {}) };
     }
+    if (life.kind === 'paused') s.pause = { ...life.pause };
     if (life.kind === 'failed' && life.event)
       s.failedEvent = { ...pick(life.event), metadata: life.event.metadata };
     return s;

@@ -47,6 +47,8 @@ export interface ConsumerMetricsSnapshot {
   handlerLatency: LatencySummary;
   /** From the event's `recordedAt` to the commit of its batch. */
   endToEndLatency: LatencySummary;
+  /** True while the consumer is paused (by an operator, or by itself in an outage). */
+  paused: boolean;
   /** Last acknowledged position. */
   position: number;
   /** The source's head position when last checked. */
@@ -115,6 +117,7 @@ export class ConsumerMetrics {
   private readonly endToEnd = new Latency();
   /** Entities this consumer parked and has not handled since. */
   private readonly parkedStreams = new Set<string>();
+  private isPaused = false;
   private readonly prom: {
     counters: Record<MonitorCounter, Counter<'consumer'>>;
     handler: Histogram<'consumer'>;
@@ -123,6 +126,7 @@ export class ConsumerMetrics {
     lagSeconds: Gauge<'consumer'>;
     parkedEntities: Gauge<'consumer'>;
     position: Gauge<'consumer'>;
+    paused: Gauge<'consumer'>;
   } | null;
 
   constructor(
@@ -162,6 +166,7 @@ export class ConsumerMetrics {
       lagSeconds: gauge(...MONITOR_GAUGES.lagSeconds),
       parkedEntities: gauge(...MONITOR_GAUGES.parkedEntities),
       position: gauge('position', 'Last acknowledged position'),
+      paused: gauge('paused', '1 while the consumer is paused (by an operator or by an outage), else 0'),
     };
   }
 
@@ -185,6 +190,11 @@ export class ConsumerMetrics {
   entities(handled: readonly string[], parked: readonly string[]): void {
     if (this.parkedStreams.size > 0) for (const s of handled) this.parkedStreams.delete(s);
     for (const s of parked) this.parkedStreams.add(s);
+  }
+
+  paused(flag: boolean): void {
+    this.isPaused = flag;
+    this.prom?.paused.set({ consumer: this.consumer }, flag ? 1 : 0);
   }
 
   /** Sets the position, lag and parked-entity gauges from the runtime's progress. */
@@ -218,6 +228,7 @@ export class ConsumerMetrics {
       parkedEntities: this.parkedStreams.size,
       handlerLatency: this.handler.summary(),
       endToEndLatency: this.endToEnd.summary(),
+      paused: this.isPaused,
       position: p.position,
       head: p.head,
       checkpointLag: { events: Math.max(0, p.head - p.position), seconds: p.lagSeconds },

@@ -6,7 +6,7 @@ import type { ConsumerMonitors } from './consumerMonitors.js';
 import type { ErrorCode } from './errors.js';
 import type { RecordedEvent } from './event.js';
 import type { EventFilter } from './filter.js';
-import type { FailureInfo, ParkInfo, StartFrom } from './subscription.js';
+import type { ConsumerPause, FailureInfo, ParkInfo, StartFrom } from './subscription.js';
 
 /**
  * A request id chosen by the client; the server echoes it in the `ok` or `error` reply. Required on
@@ -143,6 +143,16 @@ export interface CaughtUpMessage {
   position: number;
 }
 
+/**
+ * The consumer was paused by an operator (`pause` set): no events follow until it is resumed
+ * (`pause: null`). Acks and parks of what was delivered before still work.
+ */
+export interface PausedMessage {
+  type: 'paused';
+  sub: string;
+  pause: ConsumerPause | null;
+}
+
 /** The success reply to a request; `sub` when the request named one. */
 export interface OkMessage {
   type: 'ok';
@@ -184,6 +194,7 @@ export type ServerMessage =
   | SubscribedMessage
   | EventsMessage
   | CaughtUpMessage
+  | PausedMessage
   | OkMessage
   | ErrorMessage
   | ClosedMessage

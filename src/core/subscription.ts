@@ -49,7 +49,29 @@ export type SubscriptionMessage =
       /** Catch-up reached the head that was current when it was checked; live delivery follows. */
       kind: 'caught_up';
       position: number;
+    }
+  | {
+      /**
+       * The consumer was paused (`pause` set: nothing new is delivered until it is resumed; events
+       * already delivered may still be acknowledged or parked) or resumed (`pause: null`).
+       */
+      kind: 'paused';
+      pause: ConsumerPause | null;
     };
+
+/**
+ * Why a consumer is paused: an operator's `consumers.pause` (delivery stops until `resume`), or an
+ * outage its runtime detected (the runtime holds back and probes; the engine keeps delivering).
+ */
+export type PauseReason = 'operator' | 'outage';
+
+export interface ConsumerPause {
+  reason: PauseReason;
+  /** When it was paused (ISO-8601). */
+  since: string;
+  /** Who paused it (an operator's label), or null for a runtime's outage pause. */
+  by: string | null;
+}
 
 export interface ParkInfo {
   /** Why the event is parked, e.g. `handler failed after 5 attempts`. */
@@ -104,7 +126,8 @@ export interface Subscription extends AsyncIterable<SubscriptionMessage> {
   report?(monitors: ConsumerMonitors): void;
 }
 
-export type ConsumerStatus = 'running' | 'idle' | 'stopped' | 'failed';
+/** `paused` wins over the others while the consumer is paused (see `ConsumerInfo.pause`). */
+export type ConsumerStatus = 'running' | 'idle' | 'stopped' | 'failed' | 'paused';
 
 export interface ConsumerInfo {
   name: string;
@@ -125,6 +148,8 @@ export interface ConsumerInfo {
   failedEvent: FailureInfo['event'] | null;
   /** Active dead letters (parked or being retried). */
   parked: number;
+  /** Set while the consumer is paused; the status is then `paused`. */
+  pause: ConsumerPause | null;
   createdAt: string;
   updatedAt: string;
   /**
@@ -148,7 +173,23 @@ export interface ConsumerAdmin {
    * `not_found` when the consumer does not exist.
    */
   release(name: string): Promise<void>;
+  /**
+   * Pauses the consumer, stored with it: its owner (now or after any restart) receives nothing new
+   * until `resume`; what it has in flight still commits and is acknowledged; the cursor stays.
+   * Pausing a paused consumer changes nothing (an outage pause becomes an operator's).
+   * `not_found` when the consumer does not exist.
+   */
+  pause(name: string, options?: ConsumerPauseOptions): Promise<void>;
+  /** Lifts a pause (an operator's or an outage's): delivery continues at the cursor. `not_found` when missing. */
+  resume(name: string): Promise<void>;
 }
+
+export interface ConsumerPauseOptions {
+  /** Who pauses it, recorded with the pause. @default user@host */
+  by?: string;
+}
+
+export const CONSUMER_PAUSE_OPTION_KEYS = { by: true } as const satisfies KnownKeys<ConsumerPauseOptions>;
 
 export type DeadLetterStatus = 'parked' | 'retrying' | 'resolved' | 'skipped';
 

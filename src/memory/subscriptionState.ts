@@ -1,6 +1,6 @@
 import type { RecordedEvent } from '../core/event.js';
 import { sameFilter, type EventFilter } from '../core/filter.js';
-import type { DeadLetterSelector, DeadLetterStatus, FailureInfo } from '../core/subscription.js';
+import type { DeadLetterSelector, DeadLetterStatus, FailureInfo, PauseReason } from '../core/subscription.js';
 import type {
   AckResult,
   AcquireResult,
@@ -10,7 +10,9 @@ import type {
   Fenced,
   ForceReleaseResult,
   ParkRequest,
+  NewPause,
   ParkResult,
+  PauseResult,
   RegisterResult,
   RenewResult,
   SubscriptionStateBackend,
@@ -50,6 +52,7 @@ export class MemorySubscriptionState implements SubscriptionStateBackend {
       status: 'stopped',
       lastError: null,
       failedEvent: null,
+      pause: null,
       createdAt: at,
       updatedAt: at,
     };
@@ -76,7 +79,7 @@ export class MemorySubscriptionState implements SubscriptionStateBackend {
     const row = this.owned(name, epoch);
     if ('reason' in row) return ok(row);
     row.leaseExpiresAt = new Date(this.now() + ttlMs).toISOString();
-    return ok({ ok: true, leaseExpiresAt: row.leaseExpiresAt });
+    return ok({ ok: true, leaseExpiresAt: row.leaseExpiresAt, pause: clone(row.pause) });
   }
 
   release(name: string, epoch: number, failure?: FailureInfo): Promise<WriteResult> {
@@ -156,6 +159,18 @@ export class MemorySubscriptionState implements SubscriptionStateBackend {
       letters.set(event.id, record);
     }
     return ok({ ok: true, parked: true, record: clone(record) });
+  }
+
+  setPause(name: string, pause: NewPause | null, onlyFrom?: PauseReason | null): Promise<PauseResult> {
+    const row = this.consumers.get(name);
+    if (!row) return ok({ ok: false, reason: 'not_found' });
+    const current = row.pause?.reason ?? null;
+    const applies = (onlyFrom === undefined || onlyFrom === current) && (pause?.reason ?? null) !== current;
+    if (applies) {
+      row.pause = pause && { reason: pause.reason, since: this.iso(), by: pause.by };
+      row.updatedAt = this.iso();
+    }
+    return ok({ ok: true, changed: applies, pause: clone(row.pause) });
   }
 
   get(name: string): Promise<ConsumerRecord | null> {

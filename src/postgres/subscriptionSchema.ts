@@ -45,4 +45,14 @@ export const SUBSCRIPTION_MIGRATIONS: PostgresMigration[] = [
       CREATE INDEX dead_letters_by_status ON ${s}.dead_letters (consumer, status, position);
     `,
   },
+  {
+    // A consumer's pause: its reason (null while not paused), since when, and by whom.
+    version: 4,
+    name: 'consumer pause',
+    sql: (s) => `
+      ALTER TABLE ${s}.consumers ADD COLUMN pause_reason text;
+      ALTER TABLE ${s}.consumers ADD COLUMN paused_at timestamptz;
+      ALTER TABLE ${s}.consumers ADD COLUMN paused_by text;
+    `,
+  },
 ];

@@ -4,7 +4,13 @@ import type { Pool } from 'pg';
 import type { RecordedEvent } from '../core/event.js';
 import { isoTime } from '../core/isoTime.js';
 import { filterKey, type EventFilter } from '../core/filter.js';
-import type { DeadLetterSelector, DeadLetterStatus, FailureInfo } from '../core/subscription.js';
+import type {
+  ConsumerPause,
+  DeadLetterSelector,
+  DeadLetterStatus,
+  FailureInfo,
+  PauseReason,
+} from '../core/subscription.js';
 import type {
   AckResult,
   AcquireResult,
@@ -14,7 +20,9 @@ import type {
   Fenced,
   ForceReleaseResult,
   ParkRequest,
+  NewPause,
   ParkResult,
+  PauseResult,
   RegisterResult,
   RenewResult,
   StoredConsumerStatus,
@@ -35,10 +43,15 @@ interface ConsumerRow {
   status: StoredConsumerStatus;
   last_error: ConsumerRecord['lastError'];
   failed_event: ConsumerRecord['failedEvent'];
+  pause_reason: PauseReason | null;
+  paused_at: Date | null;
+  paused_by: string | null;
   created_at: Date;
   updated_at: Date;
   parked: string;
 }
+
+type PauseColumns = Pick<ConsumerRow, 'pause_reason' | 'paused_at' | 'paused_by'>;
 
 interface LetterRow {
   consumer: string;
@@ -118,11 +131,15 @@ export class PostgresSubscriptionState implements SubscriptionStateBackend {
   }
 
   async renew(name: string, epoch: number, ttlMs: number): Promise<RenewResult> {
-    const rows = await this.query<{ lease_expires_at: Date }>(
-      `UPDATE ${this.c} SET lease_expires_at = ${TTL('$3')} WHERE name = $1 AND epoch = $2 RETURNING lease_expires_at`,
+    const rows = await this.query<{ lease_expires_at: Date } & PauseColumns>(
+      `UPDATE ${this.c} SET lease_expires_at = ${TTL('$3')} WHERE name = $1 AND epoch = $2
+       RETURNING lease_expires_at, pause_reason, paused_at, paused_by`,
       [name, epoch, ttlMs],
     );
-    return rows[0] ? { ok: true, leaseExpiresAt: isoTime(rows[0].lease_expires_at) } : this.fenced(name);
+    const row = rows[0];
+    return row
+      ? { ok: true, leaseExpiresAt: isoTime(row.lease_expires_at), pause: toPause(row) }
+      : this.fenced(name);
   }
 
   async release(name: string, epoch: number, failure?: FailureInfo): Promise<WriteResult> {
@@ -221,6 +238,30 @@ export class PostgresSubscriptionState implements SubscriptionStateBackend {
       );
       return { ok: true, parked: true, record: toRecord(rows[0]!) };
     });
+  }
+
+  async setPause(name: string, pause: NewPause | null, onlyFrom?: PauseReason | null): Promise<PauseResult> {
+    // One statement: the row as it was (FOR UPDATE), and the update when it applies. Repeating it
+    // after a connection fault finds the change made and reports it unchanged.
+    const rows = await this.query<PauseColumns & { changed: boolean }>(
+      `WITH old AS (SELECT name, pause_reason FROM ${this.c} WHERE name = $1 FOR UPDATE),
+       upd AS (
+         UPDATE ${this.c} c SET pause_reason = $2, paused_at = CASE WHEN $2::text IS NULL THEN NULL ELSE now() END,
+           paused_by = $3, updated_at = now()
+         FROM old WHERE c.name = old.name
+           AND old.pause_reason IS DISTINCT FROM $2::text
+           AND ($4::boolean OR old.pause_reason IS NOT DISTINCT FROM $5::text)
+         RETURNING c.pause_reason, c.paused_at, c.paused_by)
+       SELECT p.pause_reason, p.paused_at, p.paused_by, p.changed FROM (
+         SELECT pause_reason, paused_at, paused_by, true AS changed FROM upd
+         UNION ALL
+         SELECT c.pause_reason, c.paused_at, c.paused_by, false FROM ${this.c} c
+           WHERE c.name = $1 AND NOT EXISTS (SELECT 1 FROM upd)) p`,
+      [name, pause?.reason ?? null, pause?.by ?? null, onlyFrom === undefined, onlyFrom ?? null],
+    );
+    const row = rows[0];
+    if (!row) return { ok: false, reason: 'not_found' };
+    return { ok: true, changed: row.changed, pause: toPause(row) };
   }
 
   async get(name: string): Promise<ConsumerRecord | null> {
@@ -405,9 +446,15 @@ function toState(row: ConsumerRow): ConsumerRecord {
     lastError: row.last_error,
     failedEvent: row.failed_event,
     parked: Number(row.parked),
+    pause: toPause(row),
     createdAt: isoTime(row.created_at),
     updatedAt: isoTime(row.updated_at),
   };
+}
+
+function toPause(row: PauseColumns): ConsumerPause | null {
+  if (row.pause_reason === null) return null;
+  return { reason: row.pause_reason, since: iso(row.paused_at) ?? '', by: row.paused_by };
 }
 
 function toRecord(row: LetterRow): DeadLetterRecord {

@@ -5,7 +5,7 @@ import type { EventStore } from '../core/eventStore.js';
 import type { ConsumerStatus } from '../core/subscription.js';
 import { ConsumerReports } from './consumerReports.js';
 
-const STATUSES: readonly ConsumerStatus[] = ['running', 'idle', 'stopped', 'failed'];
+const STATUSES: readonly ConsumerStatus[] = ['running', 'idle', 'stopped', 'failed', 'paused'];
 
 export class ServerMetrics {
   readonly registry = new Registry();

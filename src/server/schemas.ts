@@ -53,6 +53,11 @@ export const resetBodySchema = z.strictObject(
   { error: 'must be a JSON object { position }' },
 );
 
+export const pauseBodySchema = z.strictObject(
+  { by: shortText(200).optional() },
+  { error: 'must be a JSON object { by? }' },
+);
+
 export const selectorBodySchema = z.union(
   [
     z.strictObject({ stream: shortText(200), by: shortText(200).optional() }),

@@ -304,8 +304,10 @@ export class SubscriptionConnection {
         if (m.kind === 'events') {
           await this.sendAsync({ type: 'events', sub: a.id, events: m.events, redelivery: m.redelivery });
           this.ctx.metrics.wsEventsSent.inc(m.events.length);
-        } else {
+        } else if (m.kind === 'caught_up') {
           await this.sendAsync({ type: 'caught_up', sub: a.id, position: m.position });
+        } else {
+          await this.sendAsync({ type: 'paused', sub: a.id, pause: m.pause });
         }
       }
       reason = a.endReason ?? 'closed';

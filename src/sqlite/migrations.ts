@@ -1,5 +1,5 @@
 import type Database from 'better-sqlite3';
-import { createSubscriptionTables } from './subscriptionSchema.js';
+import { addConsumerPause, createSubscriptionTables } from './subscriptionSchema.js';
 
 /** One numbered schema step. Versions are 1, 2, 3, ... and never change once released. */
 export interface Migration {
@@ -35,6 +35,11 @@ export const STORE_MIGRATIONS: Migration[] = [
     version: 2,
     name: 'subscriptions',
     up: createSubscriptionTables,
+  },
+  {
+    version: 3,
+    name: 'consumer pause',
+    up: addConsumerPause,
   },
 ];
 

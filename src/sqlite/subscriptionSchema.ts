@@ -40,3 +40,12 @@ export function createSubscriptionTables(db: Database.Database): void {
     CREATE INDEX idem_dead_letters_by_status ON idem_dead_letters (consumer, status, position);
   `);
 }
+
+/** A consumer's pause (migration 3): its reason (null while not paused), since when, and by whom. */
+export function addConsumerPause(db: Database.Database): void {
+  db.exec(`
+    ALTER TABLE idem_consumers ADD COLUMN pause_reason TEXT;
+    ALTER TABLE idem_consumers ADD COLUMN paused_at    TEXT;
+    ALTER TABLE idem_consumers ADD COLUMN paused_by    TEXT;
+  `);
+}

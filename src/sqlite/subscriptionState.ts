@@ -3,7 +3,13 @@ import { ClosedError } from '../core/errors.js';
 import { isoTime } from '../core/isoTime.js';
 import type { RecordedEvent } from '../core/event.js';
 import { filterKey, type EventFilter } from '../core/filter.js';
-import type { DeadLetterSelector, DeadLetterStatus, FailureInfo } from '../core/subscription.js';
+import type {
+  ConsumerPause,
+  DeadLetterSelector,
+  DeadLetterStatus,
+  FailureInfo,
+  PauseReason,
+} from '../core/subscription.js';
 import type {
   AckResult,
   AcquireResult,
@@ -13,7 +19,9 @@ import type {
   Fenced,
   ForceReleaseResult,
   ParkRequest,
+  NewPause,
   ParkResult,
+  PauseResult,
   RegisterResult,
   RenewResult,
   StoredConsumerStatus,
@@ -32,10 +40,15 @@ interface ConsumerRow {
   status: StoredConsumerStatus;
   last_error: string | null;
   failed_event: string | null;
+  pause_reason: PauseReason | null;
+  paused_at: string | null;
+  paused_by: string | null;
   created_at: string;
   updated_at: string;
   parked: number;
 }
+
+type PauseColumns = Pick<ConsumerRow, 'pause_reason' | 'paused_at' | 'paused_by'>;
 
 interface LetterRow {
   consumer: string;
@@ -128,13 +141,12 @@ export class SqliteSubscriptionState implements SubscriptionStateBackend {
     // each would take the write lock from the appends; they join the appends' commit instead.
     return this.groupedWrite(() => {
       const expires = this.now() + ttlMs;
-      const r = this.sql(`UPDATE idem_consumers SET lease_expires_at = ? WHERE name = ? AND epoch = ?`).run(
-        expires,
-        name,
-        epoch,
-      );
-      if (r.changes === 0) return this.fenced(name);
-      return { ok: true, leaseExpiresAt: new Date(expires).toISOString() };
+      const r = this.sql(
+        `UPDATE idem_consumers SET lease_expires_at = ? WHERE name = ? AND epoch = ?
+           RETURNING pause_reason, paused_at, paused_by`,
+      ).get(expires, name, epoch) as PauseColumns | undefined;
+      if (!r) return this.fenced(name);
+      return { ok: true, leaseExpiresAt: new Date(expires).toISOString(), pause: toPause(r) };
     });
   }
 
@@ -206,6 +218,21 @@ export class SqliteSubscriptionState implements SubscriptionStateBackend {
       ).run(first ? null : event.id, name, event.stream, event.position);
       this.upsert(name, event, request, 'parked', first?.event_id ?? null);
       return { ok: true, parked: true, record: toRecord(this.letter(name, event.id)!) };
+    });
+  }
+
+  setPause(name: string, pause: NewPause | null, onlyFrom?: PauseReason | null): Promise<PauseResult> {
+    return this.write((): PauseResult => {
+      const row = this.row(name);
+      if (!row) return { ok: false, reason: 'not_found' };
+      const current = row.pause_reason;
+      const applies = (onlyFrom === undefined || onlyFrom === current) && (pause?.reason ?? null) !== current;
+      if (!applies) return { ok: true, changed: false, pause: toPause(row) };
+      const at = this.iso();
+      this.sql(
+        `UPDATE idem_consumers SET pause_reason = ?, paused_at = ?, paused_by = ?, updated_at = ? WHERE name = ?`,
+      ).run(pause?.reason ?? null, pause ? at : null, pause?.by ?? null, at, name);
+      return { ok: true, changed: true, pause: pause && { reason: pause.reason, since: at, by: pause.by } };
     });
   }
 
@@ -417,9 +444,15 @@ function toState(row: ConsumerRow): ConsumerRecord {
     failedEvent:
       row.failed_event === null ? null : (JSON.parse(row.failed_event) as ConsumerRecord['failedEvent']),
     parked: row.parked,
+    pause: toPause(row),
     createdAt: row.created_at,
     updatedAt: row.updated_at,
   };
+}
+
+function toPause(row: PauseColumns): ConsumerPause | null {
+  if (row.pause_reason === null) return null;
+  return { reason: row.pause_reason, since: row.paused_at ?? '', by: row.paused_by };
 }
 
 function toRecord(row: LetterRow): DeadLetterRecord {

@@ -1,4 +1,3 @@
-import { hostname, userInfo } from 'node:os';
 import { InvalidInputError, NotFoundError } from '../core/errors.js';
 import { checkKnownKeys } from '../core/knownKeys.js';
 import {
@@ -14,6 +13,7 @@ import {
 import { normalizeUuid } from '../core/uuid.js';
 import { validateConsumerName, validateLabel, validateStreamName } from '../core/validation.js';
 import type { DeadLetterRecord, SubscriptionStateBackend } from './stateBackend.js';
+import { defaultActor } from './actor.js';
 
 /** `deadLetters.*` over a state backend. `changed` tells live owners to look for retried entries. */
 export class EngineDeadLetterAdmin implements DeadLetterAdmin {
@@ -86,12 +86,4 @@ function toDeadLetter(r: DeadLetterRecord): DeadLetter {
     skippedBy: r.skippedBy,
     skippedAt: r.skippedAt,
   };
-}
-
-function defaultActor(): string {
-  try {
-    return `${userInfo().username}@${hostname()}`;
-  } catch {
-    return `pid ${process.pid}@${hostname()}`;
-  }
 }

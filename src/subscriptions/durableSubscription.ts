@@ -1,6 +1,12 @@
 import type { RecordedEvent } from '../core/event.js';
 import { ClosedError, FencedError, InvalidInputError, isIdemError } from '../core/errors.js';
-import type { FailureInfo, ParkInfo, Subscription, SubscriptionMessage } from '../core/subscription.js';
+import type {
+  ConsumerPause,
+  FailureInfo,
+  ParkInfo,
+  Subscription,
+  SubscriptionMessage,
+} from '../core/subscription.js';
 import { validatePosition } from '../core/validation.js';
 import { validateFailureInfo, validateParkInfo } from '../core/parkInfo.js';
 import { MAX_PAGE_BYTES } from '../core/limits.js';
@@ -88,6 +94,10 @@ export class DurableSubscription implements Subscription {
   /** Local estimate of the lease's end; delivery renews first once it has passed. */
   private leaseDeadline: number;
   private renewalSuspended = false;
+  /** The consumer's stored pause as last seen (at the start, by a renewal, or told by the service). */
+  private stored: ConsumerPause | null;
+  /** Whether the last `paused` message said paused: one message per change. */
+  private announcedPause = false;
   private closed = false;
   private lost: FencedError | null = null;
   private readonly heartbeat: NodeJS.Timeout;
@@ -101,7 +111,9 @@ export class DurableSubscription implements Subscription {
     epoch: number,
     position: number,
     blockedStreams: readonly string[],
+    pause: ConsumerPause | null,
   ) {
+    this.stored = pause;
     this.consumer = options.consumer;
     this.epoch = epoch;
     this.startPosition = position;
@@ -232,6 +244,12 @@ export class DurableSubscription implements Subscription {
     }
   }
 
+  /** The consumer was paused or resumed (by an operator in this process, or as seen by a renewal). */
+  pauseChanged(pause: ConsumerPause | null): void {
+    this.stored = pause;
+    this.wake.notify();
+  }
+
   /** Internal, for fault tests: stop renewing the lease, as a paused or partitioned owner would. */
   suspendLeaseRenewal(): void {
     this.renewalSuspended = true;
@@ -245,6 +263,18 @@ export class DurableSubscription implements Subscription {
       for (;;) {
         if (this.stopped()) return;
         const generation = this.wake.generation;
+        // An operator's pause holds delivery (what is in flight may still be acked or parked); an
+        // outage pause is the runtime's own, which holds back by itself.
+        const held = this.stored?.reason === 'operator' ? this.stored : null;
+        if ((held !== null) !== this.announcedPause) {
+          this.announcedPause = held !== null;
+          yield { kind: 'paused', pause: held };
+          continue;
+        }
+        if (held) {
+          await this.wake.wait(generation, this.deps.pollIntervalMs);
+          continue;
+        }
         // The first page read ahead is about to be delivered: its share of the room is free to use
         // (asked first: stale pages are dropped, and their room with them).
         const next = this.ahead.nextLimit(this.readPos);
@@ -435,8 +465,10 @@ export class DurableSubscription implements Subscription {
     try {
       const started = Date.now();
       const result = await this.deps.backend.renew(this.consumer, this.epoch, this.options.leaseTtlMs);
-      if (result.ok) this.leaseDeadline = started + this.options.leaseTtlMs;
-      else if (this.active) this.lose(result);
+      if (result.ok) {
+        this.leaseDeadline = started + this.options.leaseTtlMs;
+        if ((result.pause?.reason ?? null) !== (this.stored?.reason ?? null)) this.pauseChanged(result.pause);
+      } else if (this.active) this.lose(result);
     } catch {
       // A failed renewal is retried on the next beat; if the lease lapses meanwhile and another
       // owner takes over, the epoch check fences this one.

@@ -25,11 +25,13 @@
 import type { RecordedEvent } from '../core/event.js';
 import type { EventFilter } from '../core/filter.js';
 import type {
+  ConsumerPause,
   DeadLetter,
   DeadLetterSelector,
   DeadLetterStatus,
   FailureInfo,
   ParkInfo,
+  PauseReason,
 } from '../core/subscription.js';
 
 /** The status a backend stores; `idle` is derived by the engine from a live lease and zero lag. */
@@ -54,6 +56,8 @@ export interface ConsumerRecord {
   failedEvent: FailureInfo['event'] | null;
   /** Active dead letters (status `parked` or `retrying`). */
   parked: number;
+  /** Set while paused; kept across releases and acquires (a pause outlives its owner). */
+  pause: ConsumerPause | null;
   createdAt: string;
   updatedAt: string;
 }
@@ -77,7 +81,8 @@ export type AcquireResult =
 /** For every epoch-carrying write: `fenced` when the stored epoch is another (or the consumer is gone). */
 export type Fenced = { ok: false; reason: 'fenced'; currentEpoch: number | null };
 
-export type RenewResult = { ok: true; leaseExpiresAt: string } | Fenced;
+/** A renewal also reports the stored pause, so that an owner in another process learns of it within a heartbeat. */
+export type RenewResult = { ok: true; leaseExpiresAt: string; pause: ConsumerPause | null } | Fenced;
 export type WriteResult = { ok: true } | Fenced;
 export type AckResult = { ok: true; position: number; resolved: number } | Fenced;
 
@@ -104,6 +109,12 @@ export interface ParkRequest {
 }
 
 export type ParkResult = { ok: true; parked: boolean; record: DeadLetterRecord | null } | Fenced;
+
+/** A pause to store; the backend adds `since` (its clock). */
+export type NewPause = Omit<ConsumerPause, 'since'>;
+
+export type PauseResult =
+  { ok: true; changed: boolean; pause: ConsumerPause | null } | { ok: false; reason: 'not_found' };
 
 export type ForceReleaseResult = { ok: true } | { ok: false; reason: 'not_found' };
 
@@ -143,6 +154,15 @@ export interface SubscriptionStateBackend {
 
   /** Records a dead letter while `epoch` is current; see `ParkRequest` for the two modes. */
   park(name: string, epoch: number, request: ParkRequest): Promise<ParkResult>;
+
+  /**
+   * Sets the consumer's pause (`pause`), or lifts it (null); no epoch: operators and owners alike.
+   * Setting leaves a stored pause of the same reason as it is (its `since` and `by` stay). With
+   * `onlyFrom`, the change applies only while the stored pause has that reason (null: while not
+   * paused), so that an outage pause never replaces an operator's and an outage's end never lifts one.
+   * `changed` says whether it applied; `pause` is the stored pause afterwards.
+   */
+  setPause(name: string, pause: NewPause | null, onlyFrom?: PauseReason | null): Promise<PauseResult>;
 
   get(name: string): Promise<ConsumerRecord | null>;
   /** Every consumer, by name. */

@@ -159,6 +159,28 @@ describe('idem consumers, consumer and dlq on a store with a consumer', () => {
     }
   });
 
+  it('consumer pause and resume: stored, shown as paused by consumers and show; unknown exits 1', async () => {
+    const paused = await idem(['consumer', 'pause', consumer, '--by', 'cli test', '--db', db]);
+    assert.equal(paused.code, 0, paused.stderr);
+    assert.match(paused.stdout, new RegExp(`^consumer ${consumer} paused at position \\d+`));
+    assert.equal((await store.consumers.get(consumer)).status, 'paused');
+    const [list, show, missing, help] = await Promise.all([
+      idem(['consumers', '--db', db]),
+      idem(['consumer', 'show', consumer, '--db', db]),
+      idem(['consumer', 'pause', 'nobody_v1', '--db', db]),
+      idem(['consumer', 'pause', '--help']),
+    ]);
+    assert.match(list.stdout, new RegExp(`^${consumer}\\s+paused\\s`, 'm'));
+    assert.match(show.stdout, /^paused {5}operator since .* by cli test$/m);
+    assert.equal(missing.code, 1);
+    assert.match(missing.stderr, /^idem: not_found: /m);
+    assert.match(help.stdout, /idem consumer resume billing_v2/);
+    const resumed = await idem(['consumer', 'resume', consumer, '--db', db, '--json']);
+    assert.equal(resumed.code, 0, resumed.stderr);
+    assert.equal(json<ConsumerInfo>(resumed).pause, null);
+    assert.notEqual((await store.consumers.get(consumer)).status, 'paused');
+  });
+
   it('consumer release ends a live lease (the owner is fenced) so reset works; unknown exits 1, a bad name 2', async () => {
     const owner = await store.subscribe(consumer, {
       filter: { categories: [cat] },

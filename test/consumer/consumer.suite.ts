@@ -10,6 +10,7 @@ import { describeBatchHandler } from './suite/batchHandler.js';
 import { describeErrorsAndGaps } from './suite/errors.js';
 import { describeLedgerAndGuards } from './suite/ledger.js';
 import { describeLifecycleAndMetrics } from './suite/lifecycle.js';
+import { describeOperations } from './suite/operations.js';
 import { describeTarget } from './suite/target.js';
 import type { MakeTargetFixture } from './support/targetFixture.js';
 
@@ -18,5 +19,6 @@ export function describeConsumer<Tx>(label: string, make: MakeTargetFixture<Tx>)
   describeErrorsAndGaps(label, make);
   describeBatchHandler(label, make);
   describeLifecycleAndMetrics(label, make);
+  describeOperations(label, make);
   describeTarget(label, make);
 }

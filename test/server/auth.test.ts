@@ -49,6 +49,8 @@ const ROUTES: [string, string, Scope, unknown][] = [
   ['GET', '/v1/consumers/c_v1', 'read', undefined],
   ['DELETE', '/v1/consumers/c_v1', 'admin', undefined],
   ['POST', '/v1/consumers/c_v1/reset', 'admin', { position: 0 }],
+  ['POST', '/v1/consumers/c_v1/pause', 'admin', {}],
+  ['POST', '/v1/consumers/c_v1/resume', 'admin', undefined],
   ['GET', '/v1/consumers/c_v1/dead-letters', 'read', undefined],
   ['POST', '/v1/consumers/c_v1/dead-letters/retry', 'admin', { stream: 'invoice-1' }],
   ['POST', '/v1/consumers/c_v1/dead-letters/skip', 'admin', { stream: 'invoice-1' }],

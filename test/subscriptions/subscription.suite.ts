@@ -25,6 +25,7 @@ import { leaseTests } from './suite/leases.js';
 import { limitTests } from './suite/limits.js';
 import { narrowFilterTests } from './suite/narrowFilters.js';
 import { parkingTests } from './suite/parking.js';
+import { pausingTests } from './suite/pausing.js';
 
 export type { MakeStore, StoreFixture } from './suite/context.js';
 
@@ -39,6 +40,7 @@ export function describeSubscriptions(
     leaseTests(makeStore);
     parkingTests(makeStore);
     adminTests(makeStore);
+    pausingTests(makeStore);
     limitTests(makeStore);
     narrowFilterTests(makeStore);
   });

@@ -1,10 +1,17 @@
-/** Consumer and dead-letter administration: `/v1/consumers[/:name[/reset|/release|/dead-letters[/retry|/skip]]]`. */
+/** Consumer and dead-letter administration: `/v1/consumers[/:name[/reset|/release|/pause|/resume|/dead-letters[/retry|/skip]]]`. */
 import type { FastifyInstance } from 'fastify';
 import type { DeadLetterSelector } from '../../core/subscription.js';
 import { validateConsumerName } from '../../core/validation.js';
 import { filterWithin, requireConsumerVisible, requireStream } from '../access.js';
 import type { RouteContext } from '../context.js';
-import { boolQuery, checkQueryKeys, parseWith, resetBodySchema, selectorBodySchema } from '../schemas.js';
+import {
+  boolQuery,
+  checkQueryKeys,
+  parseWith,
+  pauseBodySchema,
+  resetBodySchema,
+  selectorBodySchema,
+} from '../schemas.js';
 import type { Principal } from '../tokens.js';
 
 type NameParams = { Params: { name: string } };
@@ -50,6 +57,19 @@ export function registerConsumerRoutes(app: FastifyInstance, ctx: RouteContext):
     return store.consumers.get(info.name);
   });
 
+  app.post<NameParams>('/v1/consumers/:name/pause', { config: { scope: 'admin' } }, async (req) => {
+    const body = parseWith(pauseBodySchema, req.body ?? {}, '');
+    const info = await visible(req.principal, req.params.name);
+    await store.consumers.pause(info.name, { by: actor(req.principal, body.by) });
+    return store.consumers.get(info.name);
+  });
+
+  app.post<NameParams>('/v1/consumers/:name/resume', { config: { scope: 'admin' } }, async (req) => {
+    const info = await visible(req.principal, req.params.name);
+    await store.consumers.resume(info.name);
+    return store.consumers.get(info.name);
+  });
+
   app.get<NameParams>('/v1/consumers/:name/dead-letters', { config: { scope: 'read' } }, async (req) => {
     const query = req.query as Record<string, unknown>;
     checkQueryKeys(query, ['all']);
@@ -72,20 +92,20 @@ export function registerConsumerRoutes(app: FastifyInstance, ctx: RouteContext):
         } else {
           selector = { id: body.id };
         }
-        const p = req.principal;
         if (action === 'retry')
           return { consumer: info.name, action, count: await store.deadLetters.retry(info.name, selector) };
-        const by = p.anonymous
-          ? (body.by ?? 'http')
-          : body.by
-            ? `${body.by} (token ${p.name})`
-            : `token ${p.name}`;
         return {
           consumer: info.name,
           action,
-          count: await store.deadLetters.skip(info.name, selector, { by }),
+          count: await store.deadLetters.skip(info.name, selector, { by: actor(req.principal, body.by) }),
         };
       },
     );
   }
+}
+
+/** Who acts, as recorded with a pause or a skip: the label given, and the token that gave it. */
+function actor(p: Principal, by: string | undefined): string {
+  if (p.anonymous) return by ?? 'http';
+  return by ? `${by} (token ${p.name})` : `token ${p.name}`;
 }
