@@ -102,7 +102,8 @@ describe('the dashboard in Chromium', { skip }, () => {
     return { page, urls };
   }
 
-  const shot = (page: Page, file: string) => page.screenshot({ path: join(SHOTS, file) });
+  const shot = (page: Page, file: string, fullPage = false) =>
+    page.screenshot({ path: join(SHOTS, file), fullPage });
 
   it('lists consumers with status and lag, and draws the lag chart', async () => {
     const { page, urls } = await signedIn(ADMIN);
@@ -139,7 +140,7 @@ describe('the dashboard in Chromium', { skip }, () => {
     assert.match(await letter.innerText(), /cannot bill .*: amount missing/);
     await letter.locator('summary', { hasText: /^data$/ }).click();
     assert.match(await letter.innerText(), /"poison": true/);
-    await shot(page, 'consumer.png');
+    await shot(page, 'consumer.png', true);
 
     poisonFails = false;
     await letter.locator('button[data-action="retry"]').click();
@@ -155,6 +156,33 @@ describe('the dashboard in Chromium', { skip }, () => {
       },
       { timeoutMs: 20_000, message: 'the dead letter is gone from the page' },
     );
+    await page.close();
+  });
+
+  it('pauses and resumes the consumer', async () => {
+    const { page } = await signedIn(ADMIN);
+    await page.goto(`${url}/#/consumer/${name}`);
+    const status = page.locator('#consumer-status');
+    await status.waitFor();
+    await page.click('#pause-toggle');
+    await page.locator('#consumer-status', { hasText: 'paused' }).waitFor();
+    await until(() => consumer.status().state === 'paused', {
+      timeoutMs: 20_000,
+      message: 'the running consumer learns it is paused',
+    });
+    assert.equal(await page.locator('#pause-toggle').innerText(), 'Resume');
+    await page.goto(`${url}/#/`);
+    assert.match(await page.locator(`tr[data-consumer="${name}"]`).innerText(), /paused/);
+    await page.goto(`${url}/#/consumer/${name}`);
+    await page.locator('#pause-toggle', { hasText: 'Resume' }).click();
+    await until(async () => !/paused/.test(await status.innerText()), {
+      timeoutMs: 20_000,
+      message: 'the page shows the consumer resumed',
+    });
+    await until(() => consumer.status().state !== 'paused', {
+      timeoutMs: 20_000,
+      message: 'the running consumer resumes',
+    });
     await page.close();
   });
 
