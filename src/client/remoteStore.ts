@@ -38,6 +38,7 @@ import {
 import { compileUpcasters, type UpcastEvents, type Upcasters } from '../core/upcasters.js';
 import { HttpApi, type HttpApiOptions } from './httpApi.js';
 import { openRemoteSubscription, type RemoteSubscription } from './remoteSubscription.js';
+import { eventCount, traceAppend } from '../core/tracing.js';
 
 /** Sizes are the server's to judge; the client only checks shapes (and assigns ids, so retries stay idempotent). */
 const NO_LIMITS = { maxEventBytes: Number.POSITIVE_INFINITY, maxAppendEvents: Number.POSITIVE_INFINITY };
@@ -68,7 +69,11 @@ export class RemoteEventStore implements EventStore {
     this.deadLetters = this.deadLetterAdmin();
   }
 
-  async append(stream: string, events: NewEvent[], options: AppendOptions = {}): Promise<AppendResult> {
+  append(stream: string, events: NewEvent[], options: AppendOptions = {}): Promise<AppendResult> {
+    return traceAppend(stream, eventCount(events), () => this.appendNow(stream, events, options));
+  }
+
+  private async appendNow(stream: string, events: NewEvent[], options: AppendOptions): Promise<AppendResult> {
     this.assertOpen();
     const prepared = prepareAppend(stream, events, NO_LIMITS);
     const expectedVersion = appendExpectation(options);

@@ -14,6 +14,8 @@ export interface BatchDeps<Tx> {
   epoch: number;
   /** Dead-letters a delivered event (before the commit, so a crash can never skip it). */
   park(position: number, info: ParkInfo): Promise<void>;
+  /** The delivery span's traceparent: the handler and commit spans are its children. */
+  traceparent?: string | undefined;
 }
 
 /** A failed try of one event in an earlier transaction of the batch. */

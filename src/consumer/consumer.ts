@@ -2,6 +2,7 @@ import { ClosedError, IdemError, isIdemError } from '../core/errors.js';
 import type { RecordedEvent } from '../core/event.js';
 import type { ConsumerPause, Subscription } from '../core/subscription.js';
 import { backoffDelay, sleep } from '../core/backoff.js';
+import { traced, traceparentOf } from '../core/tracing.js';
 import { MessageBatcher } from './messageBatcher.js';
 import { ConsumerMetrics, type ConsumerMetricsSnapshot, type ConsumerProgress } from './metrics.js';
 import {
@@ -263,9 +264,47 @@ class ConsumerRuntime<Tx> implements Consumer {
     events: RecordedEvent[],
     redelivery: boolean,
   ): Promise<BatchOutcome> {
+    // One delivery span per batch, in the trace of its first traced event, linked to the others'.
+    const traces = events.map((e) => traceparentOf(e.metadata)).filter((t) => t !== undefined);
+    return traced(
+      'idem.deliver',
+      {
+        kind: 'consumer',
+        parent: traces[0],
+        links: traces.slice(1),
+        attributes: {
+          'idem.consumer': this.o.name,
+          'idem.events': events.length,
+          'idem.position.first': events[0]!.position,
+          'idem.position.last': events[events.length - 1]!.position,
+          'idem.redelivery': redelivery,
+        },
+      },
+      async (span) => {
+        const outcome = await this.handleBatch(sub, events, redelivery, span.traceparent);
+        span.setAttributes({
+          'idem.outcome': outcome.stop ? 'stop' : 'acknowledged',
+          'idem.ack': outcome.ackPosition ?? -1,
+        });
+        return outcome;
+      },
+    );
+  }
+
+  private async handleBatch(
+    sub: Subscription,
+    events: RecordedEvent[],
+    redelivery: boolean,
+    traceparent: string | undefined,
+  ): Promise<BatchOutcome> {
     this.m.add('delivered', events.length);
     const outcome = await processBatch(
-      { options: this.o, epoch: sub.epoch, park: (position, info) => sub.park(position, info) },
+      {
+        options: this.o,
+        epoch: sub.epoch,
+        park: (position, info) => sub.park(position, info),
+        traceparent,
+      },
       events,
       redelivery,
     );

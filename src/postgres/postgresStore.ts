@@ -49,6 +49,7 @@ import {
   type ScannedPage,
 } from '../subscriptions/subscriptionSource.js';
 import { appendChannel, DEFAULT_SCHEMA, quoteSchema, validateSchemaName } from './schemaName.js';
+import { eventCount, traceAppend } from '../core/tracing.js';
 
 export interface PostgresStoreOptions {
   /** A PostgreSQL URL; the store makes (and on close ends) its own pool. Give this or `pool`. */
@@ -157,7 +158,11 @@ export class PostgresEventStore implements EventStore {
     this.deadLetters = this.subscriptions.deadLetters;
   }
 
-  async append(stream: string, events: NewEvent[], options: AppendOptions = {}): Promise<AppendResult> {
+  append(stream: string, events: NewEvent[], options: AppendOptions = {}): Promise<AppendResult> {
+    return traceAppend(stream, eventCount(events), () => this.appendNow(stream, events, options));
+  }
+
+  private async appendNow(stream: string, events: NewEvent[], options: AppendOptions): Promise<AppendResult> {
     this.assertOpen();
     const result = await appendEvents(
       {

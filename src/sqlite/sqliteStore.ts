@@ -35,6 +35,7 @@ import { AppendBatcher } from './appendBatcher.js';
 import { EVENT_COLUMNS, filterSql, tuplesToRecordedEvents, type EventTuple } from './eventRows.js';
 import { runMigrations, schemaVersion, STORE_MIGRATIONS } from './migrations.js';
 import { openDatabase, retryWhileBusy } from './connection.js';
+import { eventCount, traceAppend } from '../core/tracing.js';
 
 /**
  * - `'full'` (default): `synchronous=FULL`; an acknowledged append survives a process kill and an OS crash.
@@ -148,14 +149,16 @@ export class SqliteEventStore implements EventStore {
 
   // Not `async`: returning the batcher's promise itself saves a promise and two ticks per append.
   append(stream: string, events: NewEvent[], options: AppendOptions = {}): Promise<AppendResult> {
-    try {
-      this.assertOpen();
-      const prepared = prepareAppend(stream, events, this.limits);
-      const expected = appendExpectation(options);
-      return this.batcher.enqueue(stream, prepared, expected);
-    } catch (err) {
-      return Promise.reject(err instanceof Error ? err : new Error(String(err)));
-    }
+    return traceAppend(stream, eventCount(events), () => {
+      try {
+        this.assertOpen();
+        const prepared = prepareAppend(stream, events, this.limits);
+        const expected = appendExpectation(options);
+        return this.batcher.enqueue(stream, prepared, expected);
+      } catch (err) {
+        return Promise.reject(err instanceof Error ? err : new Error(String(err)));
+      }
+    });
   }
 
   async *readStream(stream: string, options: ReadStreamOptions = {}): AsyncGenerator<RecordedEvent> {
