@@ -1,5 +1,5 @@
 /** The remote store: the `EventStore` port over the server's HTTP API and WebSocket subscriptions. */
-import { ClosedError, IdemError } from '../core/errors.js';
+import { ClosedError, IdemError, InvalidInputError } from '../core/errors.js';
 import type { AppendResult, NewEvent, RecordedEvent } from '../core/event.js';
 import {
   READ_ALL_OPTION_KEYS,
@@ -16,6 +16,8 @@ import { boundedPage, parseHistoryBound } from '../core/history.js';
 import type { MigrationStatus } from '../core/migrationStatus.js';
 import { readPages, type Page } from '../core/readPages.js';
 import {
+  DEAD_LETTER_BULK_OPTION_KEYS,
+  DEAD_LETTER_BULK_SKIP_OPTION_KEYS,
   DEAD_LETTER_LIST_OPTION_KEYS,
   DEAD_LETTER_SELECTOR_KEYS,
   DEAD_LETTER_SKIP_OPTION_KEYS,
@@ -24,6 +26,8 @@ import {
   type ConsumerInfo,
   type DeadLetter,
   type DeadLetterAdmin,
+  type DeadLetterBulkResult,
+  type DeadLetterBulkSkipOptions,
   type DeadLetterSelector,
   type SubscribeOptions,
   type Subscription,
@@ -261,6 +265,36 @@ export class RemoteEventStore implements EventStore {
       );
       return r.count;
     };
+    // The server acts on a bounded number of entities per request and says where to go on.
+    const many = async (
+      action: 'retry' | 'skip',
+      consumer: string,
+      options: DeadLetterBulkSkipOptions,
+    ): Promise<DeadLetterBulkResult> => {
+      const { onProgress, limit, by, error } = options;
+      if (onProgress !== undefined && typeof onProgress !== 'function')
+        throw new InvalidInputError('onProgress', 'must be a function');
+      const total: DeadLetterBulkResult = { entities: 0, events: 0, last: null, done: false };
+      let after = options.after;
+      for (;;) {
+        this.assertOpen();
+        const body: Record<string, unknown> = error === undefined ? { all: true } : { error };
+        if (limit !== undefined) body.limit = limit - total.entities;
+        if (after !== undefined) body.after = after;
+        if (by !== undefined) body.by = by;
+        const r = await this.http.request<DeadLetterBulkResult>(
+          'POST',
+          this.consumerPath(consumer, `/dead-letters/${action}`),
+          { body },
+        );
+        total.entities += r.entities;
+        total.events += r.events;
+        total.done = r.done;
+        if (r.last !== null) total.last = after = r.last;
+        if (r.entities > 0) onProgress?.({ ...total });
+        if (r.done || r.entities === 0 || (limit !== undefined && total.entities >= limit)) return total;
+      }
+    };
     return {
       list: async (consumer, options = {}) => {
         this.assertOpen();
@@ -280,6 +314,14 @@ export class RemoteEventStore implements EventStore {
       skip: async (consumer, selector, options = {}) => {
         checkKnownKeys(options, DEAD_LETTER_SKIP_OPTION_KEYS, 'options');
         return act('skip', consumer, selector, options.by);
+      },
+      retryMany: (consumer, options = {}) => {
+        checkKnownKeys(options, DEAD_LETTER_BULK_OPTION_KEYS, 'options');
+        return many('retry', consumer, options);
+      },
+      skipMany: (consumer, options = {}) => {
+        checkKnownKeys(options, DEAD_LETTER_BULK_SKIP_OPTION_KEYS, 'options');
+        return many('skip', consumer, options);
       },
     };
   }

@@ -55,7 +55,13 @@ export interface Park {
 }
 
 function errorInfo(err: Error): NonNullable<ParkInfo['error']> {
-  return { name: err.name, message: err.message, ...(err.stack ? { stack: err.stack } : {}) };
+  const code = (err as { code?: unknown }).code;
+  return {
+    name: err.name,
+    ...(typeof code === 'string' && code.length > 0 ? { code } : {}),
+    message: err.message,
+    ...(err.stack ? { stack: err.stack } : {}),
+  };
 }
 
 /**

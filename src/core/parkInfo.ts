@@ -23,11 +23,13 @@ function errorInfo(value: unknown, field: string): ErrorInfo {
   const name = text(e.name, `${field}.name`, false);
   const stack = text(e.stack, `${field}.stack`, false);
   if (name !== undefined) out.name = name;
+  // An error object's code may be anything (a number, from some libraries): only a string one is kept.
+  if (typeof e.code === 'string' && e.code.length > 0) out.code = e.code.slice(0, 200);
   if (stack !== undefined) out.stack = stack;
   return out;
 }
 
-/** Checks `park` input; `error` keeps only name, message and stack (an `Error` object works). */
+/** Checks `park` input; `error` keeps only name, a string code, message and stack (an `Error` object works). */
 export function validateParkInfo(info: unknown): ParkInfo {
   if (info === null || typeof info !== 'object') throw new InvalidInputError('info', 'must be an object');
   checkKnownKeys(info, PARK_INFO_KEYS, 'info');

@@ -76,7 +76,8 @@ export interface ConsumerPause {
 export interface ParkInfo {
   /** Why the event is parked, e.g. `handler failed after 5 attempts`. */
   reason: string;
-  error?: { name?: string; message: string; stack?: string };
+  /** `code`: the error's own code, when it has a string one (an IdemError's, a driver's SQLSTATE...). */
+  error?: { name?: string; code?: string; message: string; stack?: string };
   /** How many times the handler was tried. @default 1 */
   attempts?: number;
 }
@@ -230,6 +231,45 @@ export interface DeadLetterSkipOptions {
 
 export const DEAD_LETTER_SKIP_OPTION_KEYS = { by: true } as const satisfies KnownKeys<DeadLetterSkipOptions>;
 
+export interface DeadLetterBulkOptions {
+  /**
+   * Only entities with a dead letter whose error matches: its `code` or `name` equal to this, or
+   * its message containing it. @default every entity with a dead letter
+   */
+  error?: string;
+  /** Most entities to act on (1-1000000). @default all of them */
+  limit?: number;
+  /** Start after this stream, in stream-name order: the `last` of an earlier call, to go on from there. */
+  after?: string;
+  /** Called after each page (a few hundred entities, one transaction) with the totals so far. */
+  onProgress?: (progress: DeadLetterBulkResult) => void;
+}
+
+export const DEAD_LETTER_BULK_OPTION_KEYS = {
+  error: true,
+  limit: true,
+  after: true,
+  onProgress: true,
+} as const satisfies KnownKeys<DeadLetterBulkOptions>;
+
+export interface DeadLetterBulkSkipOptions extends DeadLetterBulkOptions, DeadLetterSkipOptions {}
+
+export const DEAD_LETTER_BULK_SKIP_OPTION_KEYS = {
+  ...DEAD_LETTER_BULK_OPTION_KEYS,
+  ...DEAD_LETTER_SKIP_OPTION_KEYS,
+} as const satisfies KnownKeys<DeadLetterBulkSkipOptions>;
+
+export interface DeadLetterBulkResult {
+  /** Entities (streams) acted on. */
+  entities: number;
+  /** Dead letters changed (an entity's failed event and those parked behind it). */
+  events: number;
+  /** The last stream acted on, in name order; null when none. */
+  last: string | null;
+  /** True when no matching entity is left after `last` (false when the limit stopped it). */
+  done: boolean;
+}
+
 export interface DeadLetterAdmin {
   /** Active entries (parked or retrying) in position order; `all` includes resolved and skipped ones. */
   list(consumer: string, options?: DeadLetterListOptions): Promise<DeadLetter[]>;
@@ -237,4 +277,12 @@ export interface DeadLetterAdmin {
   retry(consumer: string, selector: DeadLetterSelector): Promise<number>;
   /** Discards the entity's parked events, recording who skipped them. Returns how many. */
   skip(consumer: string, selector: DeadLetterSelector, options?: DeadLetterSkipOptions): Promise<number>;
+  /**
+   * `retry` for many entities: every entity with a parked dead letter, or those whose error matches,
+   * up to `limit`, in pages (bounded memory whatever their number). Each entity's events are
+   * redelivered in their original order.
+   */
+  retryMany(consumer: string, options?: DeadLetterBulkOptions): Promise<DeadLetterBulkResult>;
+  /** `skip` for many entities, as `retryMany` selects them. */
+  skipMany(consumer: string, options?: DeadLetterBulkSkipOptions): Promise<DeadLetterBulkResult>;
 }

@@ -1,12 +1,14 @@
 import type { RecordedEvent } from '../core/event.js';
 import { sameFilter, type EventFilter } from '../core/filter.js';
-import type { DeadLetterSelector, DeadLetterStatus, FailureInfo, PauseReason } from '../core/subscription.js';
+import type { DeadLetterStatus, FailureInfo, PauseReason } from '../core/subscription.js';
 import type {
   AckResult,
   AcquireResult,
   AdminResult,
+  BackendSelector,
   ConsumerRecord,
   DeadLetterRecord,
+  DeadLetterStreamQuery,
   Fenced,
   ForceReleaseResult,
   ParkRequest,
@@ -235,7 +237,18 @@ export class MemorySubscriptionState implements SubscriptionStateBackend {
     return ok([...set]);
   }
 
-  retry(name: string, selector: DeadLetterSelector): Promise<number> {
+  deadLetterStreams(name: string, query: DeadLetterStreamQuery): Promise<string[]> {
+    const set = new Set<string>();
+    for (const l of this.letters.get(name)?.values() ?? []) {
+      if (query.statuses === 'parked' ? l.status !== 'parked' : !isActive(l.status)) continue;
+      if (query.after !== null && l.event.stream <= query.after) continue;
+      if (query.error !== undefined && !errorMatches(l.error, query.error)) continue;
+      set.add(l.event.stream);
+    }
+    return ok([...set].sort(byCodeUnits).slice(0, query.limit));
+  }
+
+  retry(name: string, selector: BackendSelector): Promise<number> {
     let n = 0;
     for (const l of this.selected(name, selector)) {
       if (l.status === 'parked') {
@@ -246,7 +259,7 @@ export class MemorySubscriptionState implements SubscriptionStateBackend {
     return ok(n);
   }
 
-  skip(name: string, selector: DeadLetterSelector, by: string): Promise<number> {
+  skip(name: string, selector: BackendSelector, by: string): Promise<number> {
     const at = this.iso();
     let n = 0;
     for (const l of this.selected(name, selector)) {
@@ -260,9 +273,13 @@ export class MemorySubscriptionState implements SubscriptionStateBackend {
     return ok(n);
   }
 
-  private selected(name: string, selector: DeadLetterSelector): DeadLetterRecord[] {
+  private selected(name: string, selector: BackendSelector): DeadLetterRecord[] {
     const letters = this.letters.get(name);
     if (!letters) return [];
+    if ('streams' in selector) {
+      const streams = new Set(selector.streams);
+      return [...letters.values()].filter((l) => streams.has(l.event.stream));
+    }
     const stream = 'stream' in selector ? selector.stream : letters.get(selector.id)?.event.stream;
     if (stream === undefined) return [];
     return [...letters.values()].filter((l) => l.event.stream === stream);
@@ -309,6 +326,17 @@ export class MemorySubscriptionState implements SubscriptionStateBackend {
   private iso(): string {
     return new Date(this.now()).toISOString();
   }
+}
+
+/** Stream-name order, by UTF-16 code units. */
+function byCodeUnits(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+/** The bulk operations' error match: code or name equal, or the message containing the text. */
+export function errorMatches(error: DeadLetterRecord['error'], text: string): boolean {
+  if (!error) return false;
+  return error.code === text || error.name === text || error.message.includes(text);
 }
 
 function ok<T>(value: T): Promise<T> {

@@ -4,19 +4,15 @@ import type { Pool } from 'pg';
 import type { RecordedEvent } from '../core/event.js';
 import { isoTime } from '../core/isoTime.js';
 import { filterKey, type EventFilter } from '../core/filter.js';
-import type {
-  ConsumerPause,
-  DeadLetterSelector,
-  DeadLetterStatus,
-  FailureInfo,
-  PauseReason,
-} from '../core/subscription.js';
+import type { ConsumerPause, DeadLetterStatus, FailureInfo, PauseReason } from '../core/subscription.js';
 import type {
   AckResult,
   AcquireResult,
   AdminResult,
+  BackendSelector,
   ConsumerRecord,
   DeadLetterRecord,
+  DeadLetterStreamQuery,
   Fenced,
   ForceReleaseResult,
   ParkRequest,
@@ -338,26 +334,43 @@ export class PostgresSubscriptionState implements SubscriptionStateBackend {
     return rows.map((r) => r.stream);
   }
 
-  async retry(name: string, selector: DeadLetterSelector): Promise<number> {
+  async deadLetterStreams(name: string, query: DeadLetterStreamQuery): Promise<string[]> {
+    const status = query.statuses === 'parked' ? `status = 'parked'` : ACTIVE;
+    const match =
+      query.error === undefined
+        ? ''
+        : ` AND (error->>'code' = $4 OR error->>'name' = $4 OR strpos(error->>'message', $4) > 0)`;
+    const rows = await this.query<{ stream: string }>(
+      `SELECT DISTINCT stream FROM ${this.d}
+        WHERE consumer = $1 AND ${status} AND ($2::text IS NULL OR stream > $2::text)${match}
+        ORDER BY stream LIMIT $3`,
+      query.error === undefined
+        ? [name, query.after, query.limit]
+        : [name, query.after, query.limit, query.error],
+    );
+    return rows.map((r) => r.stream);
+  }
+
+  async retry(name: string, selector: BackendSelector): Promise<number> {
     const rows = await this.query(
-      `UPDATE ${this.d} SET status = 'retrying' WHERE consumer = $1 AND stream = ${this.selectedStream()} AND status = 'parked' RETURNING 1`,
-      [name, 'stream' in selector ? selector.stream : null, 'id' in selector ? selector.id : null],
+      `UPDATE ${this.d} SET status = 'retrying' WHERE consumer = $1 AND stream = ANY(${this.selectedStreams()}) AND status = 'parked' RETURNING 1`,
+      [name, ...selectorParams(selector)],
     );
     return rows.length;
   }
 
-  async skip(name: string, selector: DeadLetterSelector, by: string): Promise<number> {
+  async skip(name: string, selector: BackendSelector, by: string): Promise<number> {
     const rows = await this.query(
       `UPDATE ${this.d} SET status = 'skipped', skipped_by = $4, skipped_at = now()
-       WHERE consumer = $1 AND stream = ${this.selectedStream()} AND ${ACTIVE} RETURNING 1`,
-      [name, 'stream' in selector ? selector.stream : null, 'id' in selector ? selector.id : null, by],
+       WHERE consumer = $1 AND stream = ANY(${this.selectedStreams()}) AND ${ACTIVE} RETURNING 1`,
+      [name, ...selectorParams(selector), by],
     );
     return rows.length;
   }
 
-  /** The selected stream: `$2`, or the stream of the row of event `$3`. */
-  private selectedStream(): string {
-    return `coalesce($2::text, (SELECT l.stream FROM ${this.d} l WHERE l.consumer = $1 AND l.event_id = $3::text))`;
+  /** The selected streams: `$2`, or the stream of the row of event `$3`. */
+  private selectedStreams(): string {
+    return `coalesce($2::text[], ARRAY(SELECT l.stream FROM ${this.d} l WHERE l.consumer = $1 AND l.event_id = $3::text))`;
   }
 
   private ownLease(
@@ -429,6 +442,13 @@ export class PostgresSubscriptionState implements SubscriptionStateBackend {
 }
 
 type Query = <R extends object = Record<string, unknown>>(sql: string, params?: unknown[]) => Promise<R[]>;
+
+/** `$2` (the streams) and `$3` (an event id) of `selectedStreams`. */
+function selectorParams(selector: BackendSelector): [string[] | null, string | null] {
+  if ('streams' in selector) return [[...selector.streams], null];
+  if ('stream' in selector) return [[selector.stream], null];
+  return [null, selector.id];
+}
 
 function iso(d: Date | null): string | null {
   return d === null ? null : isoTime(d);

@@ -58,12 +58,23 @@ export const pauseBodySchema = z.strictObject(
   { error: 'must be a JSON object { by? }' },
 );
 
+const bulkFields = {
+  limit: z.number().int().min(1).max(1_000_000).optional(),
+  after: shortText(200).optional(),
+  by: shortText(200).optional(),
+};
+
 export const selectorBodySchema = z.union(
   [
     z.strictObject({ stream: shortText(200), by: shortText(200).optional() }),
     z.strictObject({ id: shortText(100), by: shortText(200).optional() }),
+    z.strictObject({ all: z.literal(true), ...bulkFields }),
+    z.strictObject({ error: shortText(1000), ...bulkFields }),
   ],
-  { error: 'must be { "stream": "..." } or { "id": "..." }' },
+  {
+    error:
+      'must be { "stream": "..." }, { "id": "..." }, { "all": true } or { "error": "..." } (the last two with optional limit and after)',
+  },
 );
 
 /**

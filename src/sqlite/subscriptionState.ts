@@ -3,19 +3,15 @@ import { ClosedError } from '../core/errors.js';
 import { isoTime } from '../core/isoTime.js';
 import type { RecordedEvent } from '../core/event.js';
 import { filterKey, type EventFilter } from '../core/filter.js';
-import type {
-  ConsumerPause,
-  DeadLetterSelector,
-  DeadLetterStatus,
-  FailureInfo,
-  PauseReason,
-} from '../core/subscription.js';
+import type { ConsumerPause, DeadLetterStatus, FailureInfo, PauseReason } from '../core/subscription.js';
 import type {
   AckResult,
   AcquireResult,
   AdminResult,
+  BackendSelector,
   ConsumerRecord,
   DeadLetterRecord,
+  DeadLetterStreamQuery,
   Fenced,
   ForceReleaseResult,
   ParkRequest,
@@ -309,29 +305,55 @@ export class SqliteSubscriptionState implements SubscriptionStateBackend {
     );
   }
 
-  retry(name: string, selector: DeadLetterSelector): Promise<number> {
-    return this.write(() => {
-      const stream = this.selectedStream(name, selector);
-      if (stream === null) return 0;
-      return this.sql(
-        `UPDATE idem_dead_letters SET status = 'retrying' WHERE consumer = ? AND stream = ? AND status = 'parked'`,
-      ).run(name, stream).changes;
+  deadLetterStreams(name: string, query: DeadLetterStreamQuery): Promise<string[]> {
+    return this.read(() => {
+      const status = query.statuses === 'parked' ? `status = 'parked'` : ACTIVE;
+      const match =
+        query.error === undefined
+          ? ''
+          : ` AND (json_extract(error, '$.code') = @error OR json_extract(error, '$.name') = @error
+                   OR instr(json_extract(error, '$.message'), @error) > 0)`;
+      const rows = this.sql(
+        `SELECT DISTINCT stream FROM idem_dead_letters
+          WHERE consumer = @name AND ${status} AND (@after IS NULL OR stream > @after)${match}
+          ORDER BY stream LIMIT @limit`,
+      ).all({
+        name,
+        after: query.after,
+        limit: query.limit,
+        ...(query.error === undefined ? {} : { error: query.error }),
+      }) as { stream: string }[];
+      return rows.map((r) => r.stream);
     });
   }
 
-  skip(name: string, selector: DeadLetterSelector, by: string): Promise<number> {
+  retry(name: string, selector: BackendSelector): Promise<number> {
     return this.write(() => {
-      const stream = this.selectedStream(name, selector);
-      if (stream === null) return 0;
+      const streams = this.selectedStreams(name, selector);
+      if (streams.length === 0) return 0;
       return this.sql(
-        `UPDATE idem_dead_letters SET status = 'skipped', skipped_by = ?, skipped_at = ? WHERE consumer = ? AND stream = ? AND ${ACTIVE}`,
-      ).run(by, this.iso(), name, stream).changes;
+        `UPDATE idem_dead_letters SET status = 'retrying'
+          WHERE consumer = ? AND stream IN (SELECT value FROM json_each(?)) AND status = 'parked'`,
+      ).run(name, JSON.stringify(streams)).changes;
     });
   }
 
-  private selectedStream(name: string, selector: DeadLetterSelector): string | null {
-    if ('stream' in selector) return selector.stream;
-    return this.letter(name, selector.id)?.stream ?? null;
+  skip(name: string, selector: BackendSelector, by: string): Promise<number> {
+    return this.write(() => {
+      const streams = this.selectedStreams(name, selector);
+      if (streams.length === 0) return 0;
+      return this.sql(
+        `UPDATE idem_dead_letters SET status = 'skipped', skipped_by = ?, skipped_at = ?
+          WHERE consumer = ? AND stream IN (SELECT value FROM json_each(?)) AND ${ACTIVE}`,
+      ).run(by, this.iso(), name, JSON.stringify(streams)).changes;
+    });
+  }
+
+  private selectedStreams(name: string, selector: BackendSelector): readonly string[] {
+    if ('streams' in selector) return selector.streams;
+    if ('stream' in selector) return [selector.stream];
+    const stream = this.letter(name, selector.id)?.stream;
+    return stream === undefined ? [] : [stream];
   }
 
   private upsert(

@@ -123,6 +123,16 @@ export type AdminResult =
   | { ok: false; reason: 'busy'; owner: string | null; leaseExpiresAt: string | null }
   | { ok: false; reason: 'not_found' };
 
+/** The port's selectors, and a page of streams for the bulk operations (at most a few hundred). */
+export type BackendSelector = DeadLetterSelector | { streams: readonly string[] };
+
+export interface DeadLetterStreamQuery {
+  statuses: 'parked' | 'active';
+  error?: string;
+  after: string | null;
+  limit: number;
+}
+
 export interface SubscriptionStateBackend {
   /**
    * Creates the consumer at `startPosition` (status `stopped`, epoch 0) or, when it exists, checks its
@@ -191,11 +201,18 @@ export interface SubscriptionStateBackend {
   blockedStreams(name: string): Promise<string[]>;
 
   /**
-   * Marks the selected entity's `parked` rows `retrying` (selector `{ id }`: the stream of that
-   * event's row). Returns how many changed; 0 when nothing matched.
+   * Up to `limit` streams, in name order after `after` (null: from the first), with a row in
+   * `statuses` (`parked` alone, or `active`: parked or retrying); with `error`, only streams with
+   * such a row whose error has `code` or `name` equal to it or a message containing it. One query.
    */
-  retry(name: string, selector: DeadLetterSelector): Promise<number>;
+  deadLetterStreams(name: string, query: DeadLetterStreamQuery): Promise<string[]>;
 
-  /** Marks the selected entity's active rows `skipped` with `by` and the time. Returns how many. */
-  skip(name: string, selector: DeadLetterSelector, by: string): Promise<number>;
+  /**
+   * Marks the selected entities' `parked` rows `retrying` (selector `{ id }`: the stream of that
+   * event's row; `{ streams }`: each of them). Returns how many changed; 0 when nothing matched.
+   */
+  retry(name: string, selector: BackendSelector): Promise<number>;
+
+  /** Marks the selected entities' active rows `skipped` with `by` and the time. Returns how many. */
+  skip(name: string, selector: BackendSelector, by: string): Promise<number>;
 }

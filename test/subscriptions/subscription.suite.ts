@@ -19,6 +19,7 @@
 import { describe } from 'node:test';
 import { ackTests } from './suite/acks.js';
 import { adminTests } from './suite/admin.js';
+import { bulkDeadLetterTests } from './suite/bulkDeadLetters.js';
 import type { MakeStore } from './suite/context.js';
 import { deliveryTests } from './suite/delivery.js';
 import { leaseTests } from './suite/leases.js';
@@ -39,6 +40,7 @@ export function describeSubscriptions(
     ackTests(makeStore);
     leaseTests(makeStore);
     parkingTests(makeStore);
+    bulkDeadLetterTests(makeStore);
     adminTests(makeStore);
     pausingTests(makeStore);
     limitTests(makeStore);

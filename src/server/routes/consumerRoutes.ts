@@ -16,6 +16,12 @@ import type { Principal } from '../tokens.js';
 
 type NameParams = { Params: { name: string } };
 
+/**
+ * Most entities one bulk retry or skip request acts on: a larger `limit` is served a request at a
+ * time (the reply's `done` is false and `last` says where to go on), so no request runs for long.
+ */
+export const BULK_REQUEST_ENTITIES = 5_000;
+
 export function registerConsumerRoutes(app: FastifyInstance, ctx: RouteContext): void {
   const { store } = ctx;
 
@@ -85,6 +91,20 @@ export function registerConsumerRoutes(app: FastifyInstance, ctx: RouteContext):
       async (req) => {
         const body = parseWith(selectorBodySchema, req.body, '');
         const info = await visible(req.principal, req.params.name);
+        const by = actor(req.principal, body.by);
+        if ('all' in body || 'error' in body) {
+          // A restricted token sees only consumers whose streams are all its own: no stream check is due.
+          const options = {
+            limit: Math.min(body.limit ?? BULK_REQUEST_ENTITIES, BULK_REQUEST_ENTITIES),
+            ...('error' in body ? { error: body.error } : {}),
+            ...(body.after === undefined ? {} : { after: body.after }),
+          };
+          const r =
+            action === 'retry'
+              ? await store.deadLetters.retryMany(info.name, options)
+              : await store.deadLetters.skipMany(info.name, { ...options, by });
+          return { consumer: info.name, action, count: r.events, ...r };
+        }
         let selector: DeadLetterSelector;
         if ('stream' in body) {
           requireStream(req.principal, body.stream);
@@ -97,7 +117,7 @@ export function registerConsumerRoutes(app: FastifyInstance, ctx: RouteContext):
         return {
           consumer: info.name,
           action,
-          count: await store.deadLetters.skip(info.name, selector, { by: actor(req.principal, body.by) }),
+          count: await store.deadLetters.skip(info.name, selector, { by }),
         };
       },
     );
