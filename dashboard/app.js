@@ -335,19 +335,42 @@ async function consumerPage(name) {
     },
     { id: 'pause-toggle', class: 'primary' },
   );
-  const streams = [...new Set(deadLetters.map((d) => d.event.stream))];
+  /** A bulk retry or skip, request after request (the server acts on at most 5000 entities each). */
+  const bulkAct = async (action, selector) => {
+    let events = 0;
+    let entities = 0;
+    let after;
+    for (;;) {
+      const r = await api('POST', `/v1/consumers/${enc(name)}/dead-letters/${action}`, {
+        ...selector,
+        ...(after === undefined ? {} : { after }),
+      });
+      events += r.events ?? r.count;
+      entities += r.entities ?? 0;
+      if (r.done !== false || r.last === null) break;
+      after = r.last;
+    }
+    return `${action === 'retry' ? 'retried' : 'skipped'} ${events} event(s) of ${entities} entities`;
+  };
+  const label = (action) => (action === 'retry' ? 'Retry' : 'Skip');
   const bulk = (action) =>
+    adminButton(`${label(action)} all`, () => bulkAct(action, { all: true }), {
+      'data-action': `${action}-all`,
+    });
+  const byError = h('input', {
+    id: 'error-match',
+    placeholder: 'error code, name or text',
+    'aria-label': 'dead letters whose error matches',
+  });
+  const matching = (action) =>
     adminButton(
-      `${action === 'retry' ? 'Retry' : 'Skip'} all (${streams.length})`,
+      `${label(action)} matching`,
       async () => {
-        let n = 0;
-        for (const stream of streams) {
-          const r = await api('POST', `/v1/consumers/${enc(name)}/dead-letters/${action}`, { stream });
-          n += r.count;
-        }
-        return `${action === 'retry' ? 'retried' : 'skipped'} ${n} event(s) of ${streams.length} entities`;
+        const error = byError.value.trim();
+        if (!error) throw new Error('type an error code, name or part of a message first');
+        return bulkAct(action, { error });
       },
-      { 'data-action': `${action}-all` },
+      { 'data-action': `${action}-matching` },
     );
   const info = [
     ['status', h('span', { class: `status status-${c.status}`, id: 'consumer-status' }, c.status)],
@@ -383,7 +406,17 @@ async function consumerPage(name) {
     h('h2', {}, 'Lag, last hour'),
     history.consumers.length ? lagChart(history.consumers) : h('p', { class: 'muted' }, 'no samples yet'),
     h('h2', {}, `Dead letters (${deadLetters.length})`),
-    deadLetters.length ? h('div', { class: 'toolbar' }, bulk('retry'), bulk('skip')) : null,
+    deadLetters.length
+      ? h(
+          'div',
+          { class: 'toolbar' },
+          bulk('retry'),
+          bulk('skip'),
+          byError,
+          matching('retry'),
+          matching('skip'),
+        )
+      : null,
     deadLetters.length
       ? h(
           'div',

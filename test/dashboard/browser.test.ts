@@ -239,4 +239,25 @@ describe('the dashboard in Chromium', { skip }, () => {
     assert.equal((await remote.deadLetters.list(name)).filter((d) => d.event.stream === other).length, 1);
     await page.close();
   });
+
+  it('retries every parked entity in bulk', async () => {
+    const parked = [...new Set((await remote.deadLetters.list(name)).map((d) => d.event.stream))];
+    assert.ok(parked.length >= 2, `entities parked by the test before: ${parked.join(', ')}`);
+    poisonFails = false;
+    const { page } = await signedIn(ADMIN);
+    await page.goto(`${url}/#/consumer/${name}`);
+    await page.locator('button[data-action="retry-all"]').click();
+    await page.locator('#flash', { hasText: `of ${parked.length} entities` }).waitFor();
+    for (const stream of parked) {
+      await until(() => target.db.prepare('SELECT 1 FROM invoices WHERE stream = ?').get(stream), {
+        timeoutMs: 20_000,
+        message: `${stream} reaches the target`,
+      });
+    }
+    await until(async () => (await remote.deadLetters.list(name)).length === 0, {
+      timeoutMs: 20_000,
+      message: 'no dead letter is left',
+    });
+    await page.close();
+  });
 });
