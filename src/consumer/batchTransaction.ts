@@ -149,7 +149,7 @@ export class BatchTransaction<Tx> {
         break;
       }
       if (this.o.onError.then === 'dead-letter' && !step.fatal) {
-        record.deadLetter(e, step.error, Math.max(1, step.attempts));
+        record.deadLetter(e, step.error, Math.max(1, step.attempts), this.o.onError.redrive);
         continue;
       }
       stop = { error: step.error, event: e };

@@ -80,12 +80,32 @@ export interface ParkInfo {
   error?: { name?: string; code?: string; message: string; stack?: string };
   /** How many times the handler was tried. @default 1 */
   attempts?: number;
+  /** Retry the entity by itself later: see `RedrivePolicy`. @default none */
+  redrive?: RedrivePolicy;
 }
+
+/**
+ * Automatic redrive of a dead letter: the n-th redrive (n = 0, 1, ...) is due `afterMs * factor^n`
+ * after the event was (again) dead-lettered, at most `max` times; each redrive retries the entity
+ * (its parked events, in order) as `deadLetters.retry` does. Bounds: `REDRIVE_BOUNDS`.
+ */
+export interface RedrivePolicy {
+  afterMs: number;
+  factor: number;
+  max: number;
+}
+
+export const REDRIVE_POLICY_KEYS = {
+  afterMs: true,
+  factor: true,
+  max: true,
+} as const satisfies KnownKeys<RedrivePolicy>;
 
 export const PARK_INFO_KEYS = {
   reason: true,
   error: true,
   attempts: true,
+  redrive: true,
 } as const satisfies KnownKeys<ParkInfo>;
 
 /** Reported by a consumer that stops on an error, so that `consumers.get` shows it. */
@@ -203,6 +223,10 @@ export interface DeadLetter {
   status: DeadLetterStatus;
   /** For an event parked behind an earlier one of its stream: that event's id. */
   behind: string | null;
+  /** Automatic redrives done so far (see `RedrivePolicy`). */
+  redrives: number;
+  /** When the next automatic redrive is due; null when none is scheduled. */
+  redriveAt: string | null;
   parkedAt: string;
   /** Who skipped it and when, for `skipped` entries. */
   skippedBy: string | null;

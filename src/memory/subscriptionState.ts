@@ -1,5 +1,6 @@
 import type { RecordedEvent } from '../core/event.js';
 import { sameFilter, type EventFilter } from '../core/filter.js';
+import { redriveDelayMs } from '../core/parkInfo.js';
 import type { DeadLetterStatus, FailureInfo, PauseReason } from '../core/subscription.js';
 import type {
   AckResult,
@@ -140,6 +141,11 @@ export class MemorySubscriptionState implements SubscriptionStateBackend {
       return ok({ ok: true, parked: true, record: clone(record) });
     }
     const behind = earlier[0]?.event.id ?? null;
+    const redrives = existing?.redrives ?? 0;
+    const redriveAt =
+      request.redrive && redrives < request.redrive.max
+        ? new Date(this.now() + redriveDelayMs(request.redrive, redrives)).toISOString()
+        : null;
     for (const l of sameStream) {
       if (l.event.position <= event.position) continue;
       if (l.status === 'retrying') l.status = 'parked';
@@ -153,11 +159,12 @@ export class MemorySubscriptionState implements SubscriptionStateBackend {
       existing.error = clone(request.error);
       existing.attempts = request.attempts;
       existing.behind = behind;
+      existing.redriveAt = redriveAt;
       existing.skippedAt = null;
       existing.skippedBy = null;
       record = existing;
     } else {
-      record = this.newRecord(name, event, request, 'parked', behind);
+      record = { ...this.newRecord(name, event, request, 'parked', behind), redriveAt };
       letters.set(event.id, record);
     }
     return ok({ ok: true, parked: true, record: clone(record) });
@@ -273,6 +280,26 @@ export class MemorySubscriptionState implements SubscriptionStateBackend {
     return ok(n);
   }
 
+  redriveDue(name: string): Promise<number> {
+    const letters = [...(this.letters.get(name)?.values() ?? [])];
+    const now = this.now();
+    const due = new Set<string>();
+    for (const l of letters) {
+      if (l.status !== 'parked' || l.redriveAt === null || Date.parse(l.redriveAt) > now) continue;
+      l.redrives++;
+      l.redriveAt = null;
+      due.add(l.event.stream);
+    }
+    let n = 0;
+    for (const l of letters) {
+      if (l.status === 'parked' && due.has(l.event.stream)) {
+        l.status = 'retrying';
+        n++;
+      }
+    }
+    return ok(n);
+  }
+
   private selected(name: string, selector: BackendSelector): DeadLetterRecord[] {
     const letters = this.letters.get(name);
     if (!letters) return [];
@@ -300,6 +327,8 @@ export class MemorySubscriptionState implements SubscriptionStateBackend {
       attempts: request.attempts,
       status,
       behind,
+      redrives: 0,
+      redriveAt: null,
       parkedAt: this.iso(),
       skippedBy: null,
       skippedAt: null,

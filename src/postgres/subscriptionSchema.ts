@@ -55,4 +55,14 @@ export const SUBSCRIPTION_MIGRATIONS: PostgresMigration[] = [
       ALTER TABLE ${s}.consumers ADD COLUMN paused_by text;
     `,
   },
+  {
+    // Automatic redrive of dead letters: how many were done, and when the next is due.
+    version: 5,
+    name: 'dead-letter redrive',
+    sql: (s) => `
+      ALTER TABLE ${s}.dead_letters ADD COLUMN redrives integer NOT NULL DEFAULT 0;
+      ALTER TABLE ${s}.dead_letters ADD COLUMN redrive_at timestamptz;
+      CREATE INDEX dead_letters_redrive ON ${s}.dead_letters (consumer, redrive_at) WHERE redrive_at IS NOT NULL;
+    `,
+  },
 ];

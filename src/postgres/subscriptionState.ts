@@ -3,6 +3,7 @@ import { randomUUID } from 'node:crypto';
 import type { Pool } from 'pg';
 import type { RecordedEvent } from '../core/event.js';
 import { isoTime } from '../core/isoTime.js';
+import { redriveDelayMs } from '../core/parkInfo.js';
 import { filterKey, type EventFilter } from '../core/filter.js';
 import type { ConsumerPause, DeadLetterStatus, FailureInfo, PauseReason } from '../core/subscription.js';
 import type {
@@ -58,6 +59,8 @@ interface LetterRow {
   attempts: number;
   status: DeadLetterStatus;
   behind: string | null;
+  redrives: number;
+  redrive_at: Date | null;
   parked_at: Date;
   skipped_by: string | null;
   skipped_at: Date | null;
@@ -195,6 +198,7 @@ export class PostgresSubscriptionState implements SubscriptionStateBackend {
         )
       )[0];
       let status: DeadLetterStatus = 'parked';
+      let redriveMs: number | null = null;
       if (request.mode === 'behind') {
         if (existing && (existing.status === 'parked' || existing.status === 'retrying')) {
           return { ok: true, parked: true, record: toRecord(existing) };
@@ -212,12 +216,17 @@ export class PostgresSubscriptionState implements SubscriptionStateBackend {
            WHERE consumer = $1 AND stream = $2 AND ${ACTIVE} AND position > $3`,
           [name, event.stream, event.position, first ? null : event.id],
         );
+        const redrives = existing?.redrives ?? 0;
+        if (request.redrive && redrives < request.redrive.max)
+          redriveMs = redriveDelayMs(request.redrive, redrives);
       }
       const rows = await q<LetterRow>(
-        `INSERT INTO ${this.d} (consumer, event_id, stream, position, event, reason, error, attempts, status, behind)
-         VALUES ($1, $2, $3, $4, $5::json, $6, $7::jsonb, $8, $9, $10)
+        `INSERT INTO ${this.d} (consumer, event_id, stream, position, event, reason, error, attempts, status, behind, redrive_at)
+         VALUES ($1, $2, $3, $4, $5::json, $6, $7::jsonb, $8, $9, $10,
+                 now() + $11::double precision * interval '1 millisecond')
          ON CONFLICT (consumer, event_id) DO UPDATE SET reason = excluded.reason, error = excluded.error,
-           attempts = excluded.attempts, status = excluded.status, behind = excluded.behind, skipped_by = NULL, skipped_at = NULL
+           attempts = excluded.attempts, status = excluded.status, behind = excluded.behind,
+           redrive_at = excluded.redrive_at, skipped_by = NULL, skipped_at = NULL
          RETURNING *`,
         [
           name,
@@ -230,6 +239,7 @@ export class PostgresSubscriptionState implements SubscriptionStateBackend {
           request.attempts,
           status,
           first?.event_id ?? null,
+          redriveMs,
         ],
       );
       return { ok: true, parked: true, record: toRecord(rows[0]!) };
@@ -368,6 +378,20 @@ export class PostgresSubscriptionState implements SubscriptionStateBackend {
     return rows.length;
   }
 
+  async redriveDue(name: string): Promise<number> {
+    const rows = await this.query(
+      `UPDATE ${this.d}
+          SET status = 'retrying',
+              redrives = redrives + (redrive_at IS NOT NULL AND redrive_at <= now())::int,
+              redrive_at = CASE WHEN redrive_at <= now() THEN NULL ELSE redrive_at END
+        WHERE consumer = $1 AND status = 'parked' AND stream IN (
+          SELECT stream FROM ${this.d} WHERE consumer = $1 AND redrive_at <= now() AND status = 'parked')
+        RETURNING 1`,
+      [name],
+    );
+    return rows.length;
+  }
+
   /** The selected streams: `$2`, or the stream of the row of event `$3`. */
   private selectedStreams(): string {
     return `coalesce($2::text[], ARRAY(SELECT l.stream FROM ${this.d} l WHERE l.consumer = $1 AND l.event_id = $3::text))`;
@@ -486,6 +510,8 @@ function toRecord(row: LetterRow): DeadLetterRecord {
     attempts: row.attempts,
     status: row.status,
     behind: row.behind,
+    redrives: row.redrives,
+    redriveAt: iso(row.redrive_at),
     parkedAt: isoTime(row.parked_at),
     skippedBy: row.skipped_by,
     skippedAt: iso(row.skipped_at),

@@ -1,5 +1,5 @@
 import type Database from 'better-sqlite3';
-import { addConsumerPause, createSubscriptionTables } from './subscriptionSchema.js';
+import { addConsumerPause, addDeadLetterRedrive, createSubscriptionTables } from './subscriptionSchema.js';
 
 /** One numbered schema step. Versions are 1, 2, 3, ... and never change once released. */
 export interface Migration {
@@ -40,6 +40,11 @@ export const STORE_MIGRATIONS: Migration[] = [
     version: 3,
     name: 'consumer pause',
     up: addConsumerPause,
+  },
+  {
+    version: 4,
+    name: 'dead-letter redrive',
+    up: addDeadLetterRedrive,
   },
 ];
 

@@ -1,6 +1,7 @@
 import type Database from 'better-sqlite3';
 import { ClosedError } from '../core/errors.js';
 import { isoTime } from '../core/isoTime.js';
+import { redriveDelayMs } from '../core/parkInfo.js';
 import type { RecordedEvent } from '../core/event.js';
 import { filterKey, type EventFilter } from '../core/filter.js';
 import type { ConsumerPause, DeadLetterStatus, FailureInfo, PauseReason } from '../core/subscription.js';
@@ -57,6 +58,8 @@ interface LetterRow {
   attempts: number;
   status: DeadLetterStatus;
   behind: string | null;
+  redrives: number;
+  redrive_at: number | null;
   parked_at: string;
   skipped_by: string | null;
   skipped_at: string | null;
@@ -212,7 +215,12 @@ export class SqliteSubscriptionState implements SubscriptionStateBackend {
         `UPDATE idem_dead_letters SET status = 'parked', behind = coalesce(?, behind)
            WHERE consumer = ? AND stream = ? AND ${ACTIVE} AND position > ?`,
       ).run(first ? null : event.id, name, event.stream, event.position);
-      this.upsert(name, event, request, 'parked', first?.event_id ?? null);
+      const redrives = existing?.redrives ?? 0;
+      const redriveAt =
+        request.redrive && redrives < request.redrive.max
+          ? this.now() + redriveDelayMs(request.redrive, redrives)
+          : null;
+      this.upsert(name, event, request, 'parked', first?.event_id ?? null, redriveAt);
       return { ok: true, parked: true, record: toRecord(this.letter(name, event.id)!) };
     });
   }
@@ -349,6 +357,21 @@ export class SqliteSubscriptionState implements SubscriptionStateBackend {
     });
   }
 
+  redriveDue(name: string): Promise<number> {
+    return this.write(() => {
+      const now = this.now();
+      return this.sql(
+        `UPDATE idem_dead_letters
+            SET status = 'retrying',
+                redrives = redrives + (redrive_at IS NOT NULL AND redrive_at <= @now),
+                redrive_at = CASE WHEN redrive_at <= @now THEN NULL ELSE redrive_at END
+          WHERE consumer = @name AND status = 'parked' AND stream IN (
+            SELECT stream FROM idem_dead_letters
+             WHERE consumer = @name AND redrive_at <= @now AND status = 'parked')`,
+      ).run({ name, now }).changes;
+    });
+  }
+
   private selectedStreams(name: string, selector: BackendSelector): readonly string[] {
     if ('streams' in selector) return selector.streams;
     if ('stream' in selector) return [selector.stream];
@@ -362,13 +385,15 @@ export class SqliteSubscriptionState implements SubscriptionStateBackend {
     request: ParkRequest,
     status: DeadLetterStatus,
     behind: string | null,
+    redriveAt: number | null = null,
   ): void {
     this.db
       .prepare(
-        `INSERT INTO idem_dead_letters (consumer, event_id, stream, position, event, reason, error, attempts, status, behind, parked_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+        `INSERT INTO idem_dead_letters (consumer, event_id, stream, position, event, reason, error, attempts, status, behind, parked_at, redrive_at)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
          ON CONFLICT (consumer, event_id) DO UPDATE SET reason = excluded.reason, error = excluded.error,
-           attempts = excluded.attempts, status = excluded.status, behind = excluded.behind, skipped_by = NULL, skipped_at = NULL`,
+           attempts = excluded.attempts, status = excluded.status, behind = excluded.behind,
+           redrive_at = excluded.redrive_at, skipped_by = NULL, skipped_at = NULL`,
       )
       .run(
         name,
@@ -382,6 +407,7 @@ export class SqliteSubscriptionState implements SubscriptionStateBackend {
         status,
         behind,
         this.iso(),
+        redriveAt,
       );
   }
 
@@ -486,6 +512,8 @@ function toRecord(row: LetterRow): DeadLetterRecord {
     attempts: row.attempts,
     status: row.status,
     behind: row.behind,
+    redrives: row.redrives,
+    redriveAt: row.redrive_at === null ? null : isoTime(row.redrive_at),
     parkedAt: row.parked_at,
     skippedBy: row.skipped_by,
     skippedAt: row.skipped_at,

@@ -172,6 +172,8 @@ function toDeadLetter(r: DeadLetterRecord): DeadLetter {
     attempts: r.attempts,
     status: r.status,
     behind: r.behind,
+    redrives: r.redrives,
+    redriveAt: r.redriveAt,
     parkedAt: r.parkedAt,
     skippedBy: r.skippedBy,
     skippedAt: r.skippedAt,

@@ -44,6 +44,11 @@ const CURSOR_ADVANCE_POSITIONS = 5_000;
  * many queries as their reads.
  */
 const REDELIVERY_CHECK_POLLS = 10;
+/**
+ * How often at most an owner with blocked streams looks for dead letters whose automatic redrive is
+ * due (a write: on SQLite it takes the write lock, so not at every poll).
+ */
+const REDRIVE_CHECK_MS = 1_000;
 
 /** What a subscription needs from the service that opened it. */
 export interface SubscriptionDeps {
@@ -89,6 +94,8 @@ export class DurableSubscription implements Subscription {
   private readonly ahead: ReadAhead;
   /** When to look for retrying dead letters even with no stream blocked here (see `nextRedelivery`). */
   private nextRedeliveryCheck = 0;
+  /** When to look next for dead letters whose automatic redrive is due. */
+  private nextRedriveCheck = 0;
   /** Streams with an active dead letter as far as this owner knows (only it adds; admin may remove). */
   private readonly blocked: Set<string>;
   /** Local estimate of the lease's end; delivery renews first once it has passed. */
@@ -194,6 +201,7 @@ export class DurableSubscription implements Subscription {
         reason: parkInfo.reason,
         error: parkInfo.error ?? null,
         attempts: parkInfo.attempts ?? 1,
+        redrive: parkInfo.redrive ?? null,
       });
       if (!result.ok) throw this.lose(result);
       this.blocked.add(event.stream);
@@ -404,7 +412,12 @@ export class DurableSubscription implements Subscription {
    * interval (a safety net), not once per page.
    */
   private async nextRedelivery(limit: number): Promise<RecordedEvent[]> {
-    this.nextRedeliveryCheck = Date.now() + REDELIVERY_CHECK_POLLS * this.deps.pollIntervalMs;
+    const now = Date.now();
+    this.nextRedeliveryCheck = now + REDELIVERY_CHECK_POLLS * this.deps.pollIntervalMs;
+    if (this.blocked.size > 0 && now >= this.nextRedriveCheck) {
+      this.nextRedriveCheck = now + Math.max(REDRIVE_CHECK_MS, this.deps.pollIntervalMs);
+      await this.deps.backend.redriveDue(this.consumer);
+    }
     const rows = await this.deps.backend.deadLetters(this.consumer, {
       status: 'retrying',
       limit: this.redelivered.size + limit,
@@ -450,6 +463,7 @@ export class DurableSubscription implements Subscription {
       reason: `waiting behind an earlier dead-lettered event of stream "${e.stream}"`,
       error: null,
       attempts: 0,
+      redrive: null,
     });
     if (!result.ok) throw this.lose(result);
     if (!result.parked) {

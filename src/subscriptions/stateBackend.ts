@@ -32,6 +32,7 @@ import type {
   FailureInfo,
   ParkInfo,
   PauseReason,
+  RedrivePolicy,
 } from '../core/subscription.js';
 
 /** The status a backend stores; `idle` is derived by the engine from a live lease and zero lag. */
@@ -106,6 +107,12 @@ export interface ParkRequest {
   reason: string;
   error: ParkInfo['error'] | null;
   attempts: number;
+  /**
+   * `failed` only: schedule an automatic redrive. The row keeps its `redrives` count (0 for a new
+   * row); `redriveAt` = now + `redriveDelayMs(redrive, redrives)` while `redrives < redrive.max`,
+   * else null. Without a policy (and for `behind`), `redriveAt` is null.
+   */
+  redrive: RedrivePolicy | null;
 }
 
 export type ParkResult = { ok: true; parked: boolean; record: DeadLetterRecord | null } | Fenced;
@@ -215,4 +222,11 @@ export interface SubscriptionStateBackend {
 
   /** Marks the selected entities' active rows `skipped` with `by` and the time. Returns how many. */
   skip(name: string, selector: BackendSelector, by: string): Promise<number>;
+
+  /**
+   * Automatic redrive: for every stream with a `parked` row whose `redriveAt` has passed, that row's
+   * `redrives` + 1 and `redriveAt` null, and every `parked` row of the stream `retrying`. Returns how
+   * many rows became `retrying`. One transaction.
+   */
+  redriveDue(name: string): Promise<number>;
 }

@@ -27,6 +27,7 @@ import { limitTests } from './suite/limits.js';
 import { narrowFilterTests } from './suite/narrowFilters.js';
 import { parkingTests } from './suite/parking.js';
 import { pausingTests } from './suite/pausing.js';
+import { redriveTests } from './suite/redrive.js';
 
 export type { MakeStore, StoreFixture } from './suite/context.js';
 
@@ -41,6 +42,7 @@ export function describeSubscriptions(
     leaseTests(makeStore);
     parkingTests(makeStore);
     bulkDeadLetterTests(makeStore);
+    redriveTests(makeStore);
     adminTests(makeStore);
     pausingTests(makeStore);
     limitTests(makeStore);
