@@ -309,6 +309,15 @@ function deadLetterView(name, d) {
         `#${e.position} ${e.type} · ${d.status} · ${d.reason} · attempts ${d.attempts}`,
       ),
       d.behind ? h('span', { class: 'muted' }, `behind ${d.behind}`) : null,
+      d.redriveAt
+        ? h(
+            'span',
+            { class: 'muted', 'data-redrive': d.redriveAt },
+            `redrive ${(d.redrives ?? 0) + 1} at ${d.redriveAt}`,
+          )
+        : d.redrives
+          ? h('span', { class: 'muted' }, `redriven ${d.redrives}×`)
+          : null,
       retry,
       skip,
     ),
