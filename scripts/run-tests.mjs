@@ -30,6 +30,8 @@ const SLOW = [
   'test/subscriptions/twoProcess.test.ts',
   'test/effects/dispatcherSqlite.test.ts',
   'test/effects/dispatcherPostgres.test.ts',
+  // A real browser against a real server.
+  'test/dashboard/',
   // The benchmark's smoke run.
   'test/bench/bench.test.ts',
   // Fault injection: connections cut, fuzzed requests.

@@ -1,5 +1,11 @@
 import type { Command } from 'commander';
-import type { DeadLetter, DeadLetterSelector } from '../core/subscription.js';
+import type {
+  DeadLetter,
+  DeadLetterBulkResult,
+  DeadLetterBulkSkipOptions,
+  DeadLetterSelector,
+} from '../core/subscription.js';
+import { requireInteger } from './parse.js';
 import { validateConsumerName } from '../core/validation.js';
 import type { CliContext } from './context.js';
 import { withStore, withStoreOptions, type StoreFlags } from './openStore.js';
@@ -9,6 +15,9 @@ import { UsageError } from './usageError.js';
 interface SelectFlags extends StoreFlags {
   stream?: string;
   id?: string;
+  all?: boolean;
+  error?: string;
+  limit?: string;
   by?: string;
 }
 
@@ -20,7 +29,17 @@ Examples:
   $ idem dlq list billing_v2
   $ idem dlq list billing_v2 --all --json     # include resolved and skipped entries
   $ idem dlq retry billing_v2 --stream invoice-42
-  $ idem dlq skip billing_v2 --id 0190a6c2-8e1f-7c3a-9b2d-3f4e5a6b7c8d --by alice`;
+  $ idem dlq skip billing_v2 --id 0190a6c2-8e1f-7c3a-9b2d-3f4e5a6b7c8d --by alice
+  $ idem dlq retry billing_v2 --all                       # every parked entity, in pages
+  $ idem dlq retry billing_v2 --error ECONNREFUSED --limit 1000
+  $ idem dlq skip billing_v2 --error "card declined" --by alice`;
+
+const BULK_HELP = `
+--all acts on every entity (stream) with a dead letter; --error TEXT on those whose dead letter's
+error has that code or name, or a message containing TEXT; --limit N on at most N entities (in
+stream-name order). Entities are taken a page (500) at a time, one transaction each, so memory stays
+bounded however many there are; progress goes to stderr after each page. A retry redelivers each
+entity's events in their original order.`;
 
 export function registerDlq(program: Command, ctx: CliContext): void {
   const dlq = program
@@ -63,16 +82,24 @@ export function registerDlq(program: Command, ctx: CliContext): void {
     )
       .argument('<consumer>', 'consumer name')
       .option('--stream <stream>', 'the entity whose parked events to act on')
-      .option('--id <id>', "an event id: act on that event's entity");
+      .option('--id <id>', "an event id: act on that event's entity")
+      .option('--all', 'every entity with a dead letter')
+      .option('--error <text>', 'the entities whose error code or name is TEXT, or whose message contains it')
+      .option('--limit <n>', 'with --all or --error: at most N entities');
     if (verb === 'skip') cmd.option('--by <name>', 'who skips (recorded; default: $USER)');
     cmd
       .addHelpText(
         'after',
-        `\nExamples:\n  $ idem dlq ${verb} billing_v2 --stream invoice-42\n  $ idem dlq ${verb} billing_v2 --id <event-id>`,
+        `${BULK_HELP}\n\nExamples:\n  $ idem dlq ${verb} billing_v2 --stream invoice-42\n  $ idem dlq ${verb} billing_v2 --id <event-id>\n  $ idem dlq ${verb} billing_v2 --all --limit 10000\n  $ idem dlq ${verb} billing_v2 --error ECONNREFUSED`,
       )
       .action(async (consumer: string, flags: SelectFlags) => {
         const out = new Output(ctx.io, flags.json === true);
         const name = validateConsumerName(consumer, '<consumer>');
+        if (flags.all === true || flags.error !== undefined) {
+          await bulk(verb, name, flags, out);
+          return;
+        }
+        if (flags.limit !== undefined) throw new UsageError('--limit goes with --all or --error');
         const selector = selectorFrom(flags);
         const n = await withStore(flags, ctx.env, (store) =>
           verb === 'retry'
@@ -87,6 +114,36 @@ export function registerDlq(program: Command, ctx: CliContext): void {
         );
       });
   }
+
+  async function bulk(verb: 'retry' | 'skip', name: string, flags: SelectFlags, out: Output): Promise<void> {
+    if (
+      flags.stream !== undefined ||
+      flags.id !== undefined ||
+      (flags.all === true) === (flags.error !== undefined)
+    )
+      throw new UsageError('give exactly one of --stream, --id, --all and --error');
+    const options: DeadLetterBulkSkipOptions = {
+      onProgress: (p) =>
+        out.note(`${verb === 'retry' ? 'retrying' : 'skipped'} ${progress(p)} (through ${p.last})`),
+    };
+    if (flags.error !== undefined) options.error = flags.error;
+    if (flags.limit !== undefined) options.limit = requireInteger(flags.limit, '--limit', 1);
+    const r = await withStore(flags, ctx.env, (store) =>
+      verb === 'retry'
+        ? store.deadLetters.retryMany(name, options)
+        : store.deadLetters.skipMany(name, { ...options, by: flags.by ?? ctx.env.USER ?? 'cli' }),
+    );
+    out.data({ consumer: name, action: verb, ...r });
+    const which = flags.error !== undefined ? ` matching ${JSON.stringify(flags.error)}` : '';
+    out.line(
+      `${verb === 'retry' ? 'retrying' : 'skipped'} ${progress(r)}${which} for ${name}` +
+        (r.done ? '' : `; more remain after ${r.last} (run again to go on)`),
+    );
+  }
+}
+
+function progress(p: DeadLetterBulkResult): string {
+  return `${plural(p.events, 'dead letter')} of ${`${p.entities} ${p.entities === 1 ? 'entity' : 'entities'}`}`;
 }
 
 function selectorFrom(flags: SelectFlags): DeadLetterSelector {

@@ -6,9 +6,10 @@ import { startHealthOnlyServer } from './healthOnlyServer.js';
 import { creatingStore, describeTarget, openStore, storeTarget, type StoreFlags } from './openStore.js';
 import { Output } from './output.js';
 import { collect, parseInteger } from './parse.js';
+import { withTarget, withTargetOptions, type TargetFlags } from './targetFlags.js';
 import { UsageError } from './usageError.js';
 
-interface ServeFlags extends StoreFlags {
+interface ServeFlags extends StoreFlags, TargetFlags {
   host: string;
   port: string;
   tokens?: string;
@@ -33,6 +34,7 @@ interface ServerModule {
     logger?: unknown;
     allowedOrigins?: string[];
     limits?: { maxConnections?: number; requestTimeoutMs?: number };
+    effectsTarget?: unknown;
   }): Promise<RunningServer>;
   loadTokens?: (options: { file?: string; env?: NodeJS.ProcessEnv }) => unknown[];
 }
@@ -55,11 +57,14 @@ Examples:
   $ idem serve
   $ idem serve --db /var/lib/idem/idem.db --port 8080
   $ idem serve --postgres postgres://postgres@127.0.0.1/idem --host 0.0.0.0 --tokens tokens.json
-  $ idem serve --tokens tokens.json --allow-origin https://dash.example.com --max-connections 200`;
+  $ idem serve --tokens tokens.json --allow-origin https://dash.example.com --max-connections 200
+  $ idem serve --target-db ./data/target.db      # the dashboard's Effects page shows this outbox
+
+The dashboard at / lists consumers with their lag (and its last hour), dead letters with Retry and
+Skip, pause and resume, a stream browser and the effect outbox; see docs/dashboard.md.`;
 
 export function registerServe(program: Command, ctx: CliContext): void {
-  program
-    .command('serve')
+  withTargetOptions(program.command('serve'))
     .description('run the idem server')
     .option('--db <path>', 'embedded SQLite store file, created if missing (default: ./data/idem.db)')
     .option('--postgres <url>', 'PostgreSQL store connection string (or env IDEM_POSTGRES_URL)')
@@ -87,14 +92,19 @@ export function registerServe(program: Command, ctx: CliContext): void {
       if (target.kind === 'remote') throw new UsageError('serve runs over --db or --postgres, not --url');
       const signal = ctx.stopSignal();
       const store = await openStore(target, creatingStore(ctx.io));
-      try {
-        const server = await start(store, flags, port, ctx, out);
+      // Runs the server until the stop signal; the effects target, when given, stays open as long.
+      const serve = async (effectsTarget: unknown): Promise<void> => {
+        const server = await start(store, flags, port, ctx, out, effectsTarget);
         out.data({ url: server.url, store: describeTarget(target) });
         out.line(`idem: listening on ${server.url} (store: ${describeTarget(target)}); Ctrl-C to stop`);
         if (!signal.aborted)
           await new Promise((resolve) => signal.addEventListener('abort', resolve, { once: true }));
         out.note('idem: shutting down');
         await server.close();
+      };
+      try {
+        if (flags.targetDb === undefined && flags.targetPostgres === undefined) await serve(undefined);
+        else await withTarget(flags, ctx.env, serve);
       } finally {
         await store.close();
       }
@@ -108,6 +118,7 @@ async function start(
   port: number,
   ctx: CliContext,
   out: Output,
+  effectsTarget: unknown,
 ): Promise<RunningServer> {
   let mod: ServerModule;
   try {
@@ -125,6 +136,7 @@ async function start(
     return startHealthOnlyServer(store, flags.host, port);
   }
   const options: Parameters<ServerModule['startServer']>[0] = { store, host: flags.host, port };
+  if (effectsTarget !== undefined) options.effectsTarget = effectsTarget;
   if (flags.allowOrigin !== undefined) options.allowedOrigins = flags.allowOrigin;
   const maxConnections = parseInteger(flags.maxConnections, '--max-connections', 1);
   const requestTimeoutMs = parseInteger(flags.requestTimeout, '--request-timeout', 1);

@@ -141,6 +141,12 @@ async function consumerTail(
         out.note(`-- caught up at position ${msg.position}; waiting for new events`);
         continue;
       }
+      if (msg.kind === 'paused') {
+        out.note(
+          msg.pause ? `-- consumer paused by ${msg.pause.by ?? msg.pause.reason}` : '-- consumer resumed',
+        );
+        continue;
+      }
       for (const e of msg.events) print(out, e, msg.redelivery);
       const last = msg.events.at(-1);
       if (last) await sub.ack(last.position);

@@ -1,5 +1,5 @@
 /** The remote store: the `EventStore` port over the server's HTTP API and WebSocket subscriptions. */
-import { ClosedError, IdemError } from '../core/errors.js';
+import { ClosedError, IdemError, InvalidInputError } from '../core/errors.js';
 import type { AppendResult, NewEvent, RecordedEvent } from '../core/event.js';
 import {
   READ_ALL_OPTION_KEYS,
@@ -18,13 +18,18 @@ import { boundedPage, parseHistoryBound } from '../core/history.js';
 import type { MigrationStatus } from '../core/migrationStatus.js';
 import { readPages, type Page } from '../core/readPages.js';
 import {
+  DEAD_LETTER_BULK_OPTION_KEYS,
+  DEAD_LETTER_BULK_SKIP_OPTION_KEYS,
   DEAD_LETTER_LIST_OPTION_KEYS,
   DEAD_LETTER_SELECTOR_KEYS,
   DEAD_LETTER_SKIP_OPTION_KEYS,
+  CONSUMER_PAUSE_OPTION_KEYS,
   type ConsumerAdmin,
   type ConsumerInfo,
   type DeadLetter,
   type DeadLetterAdmin,
+  type DeadLetterBulkResult,
+  type DeadLetterBulkSkipOptions,
   type DeadLetterSelector,
   type SubscribeOptions,
   type Subscription,
@@ -39,6 +44,7 @@ import {
 import { compileUpcasters, type UpcastEvents, type Upcasters } from '../core/upcasters.js';
 import { HttpApi, type HttpApiOptions } from './httpApi.js';
 import { openRemoteSubscription, type RemoteSubscription } from './remoteSubscription.js';
+import { eventCount, traceAppend } from '../core/tracing.js';
 
 /** Sizes are the server's to judge; the client only checks shapes (and assigns ids, so retries stay idempotent). */
 const NO_LIMITS = { maxEventBytes: Number.POSITIVE_INFINITY, maxAppendEvents: Number.POSITIVE_INFINITY };
@@ -69,7 +75,11 @@ export class RemoteEventStore implements EventStore {
     this.deadLetters = this.deadLetterAdmin();
   }
 
-  async append(stream: string, events: NewEvent[], options: AppendOptions = {}): Promise<AppendResult> {
+  append(stream: string, events: NewEvent[], options: AppendOptions = {}): Promise<AppendResult> {
+    return traceAppend(stream, eventCount(events), () => this.appendNow(stream, events, options));
+  }
+
+  private async appendNow(stream: string, events: NewEvent[], options: AppendOptions): Promise<AppendResult> {
     this.assertOpen();
     const prepared = prepareAppend(stream, events, NO_LIMITS);
     const expectedVersion = appendExpectation(options);
@@ -242,6 +252,19 @@ export class RemoteEventStore implements EventStore {
         // Safe to repeat: a second release finds no owner and changes nothing.
         await this.http.request('POST', this.consumerPath(name, '/release'), { retry: true });
       },
+      pause: async (name, options = {}) => {
+        this.assertOpen();
+        checkKnownKeys(options, CONSUMER_PAUSE_OPTION_KEYS, 'options');
+        // Safe to repeat: pausing a paused consumer changes nothing.
+        await this.http.request('POST', this.consumerPath(name, '/pause'), {
+          body: options.by === undefined ? {} : { by: options.by },
+          retry: true,
+        });
+      },
+      resume: async (name) => {
+        this.assertOpen();
+        await this.http.request('POST', this.consumerPath(name, '/resume'), { retry: true });
+      },
     };
   }
 
@@ -263,6 +286,36 @@ export class RemoteEventStore implements EventStore {
       );
       return r.count;
     };
+    // The server acts on a bounded number of entities per request and says where to go on.
+    const many = async (
+      action: 'retry' | 'skip',
+      consumer: string,
+      options: DeadLetterBulkSkipOptions,
+    ): Promise<DeadLetterBulkResult> => {
+      const { onProgress, limit, by, error } = options;
+      if (onProgress !== undefined && typeof onProgress !== 'function')
+        throw new InvalidInputError('onProgress', 'must be a function');
+      const total: DeadLetterBulkResult = { entities: 0, events: 0, last: null, done: false };
+      let after = options.after;
+      for (;;) {
+        this.assertOpen();
+        const body: Record<string, unknown> = error === undefined ? { all: true } : { error };
+        if (limit !== undefined) body.limit = limit - total.entities;
+        if (after !== undefined) body.after = after;
+        if (by !== undefined) body.by = by;
+        const r = await this.http.request<DeadLetterBulkResult>(
+          'POST',
+          this.consumerPath(consumer, `/dead-letters/${action}`),
+          { body },
+        );
+        total.entities += r.entities;
+        total.events += r.events;
+        total.done = r.done;
+        if (r.last !== null) total.last = after = r.last;
+        if (r.entities > 0) onProgress?.({ ...total });
+        if (r.done || r.entities === 0 || (limit !== undefined && total.entities >= limit)) return total;
+      }
+    };
     return {
       list: async (consumer, options = {}) => {
         this.assertOpen();
@@ -282,6 +335,14 @@ export class RemoteEventStore implements EventStore {
       skip: async (consumer, selector, options = {}) => {
         checkKnownKeys(options, DEAD_LETTER_SKIP_OPTION_KEYS, 'options');
         return act('skip', consumer, selector, options.by);
+      },
+      retryMany: (consumer, options = {}) => {
+        checkKnownKeys(options, DEAD_LETTER_BULK_OPTION_KEYS, 'options');
+        return many('retry', consumer, options);
+      },
+      skipMany: (consumer, options = {}) => {
+        checkKnownKeys(options, DEAD_LETTER_BULK_SKIP_OPTION_KEYS, 'options');
+        return many('skip', consumer, options);
       },
     };
   }

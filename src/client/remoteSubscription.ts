@@ -17,6 +17,7 @@ import {
 } from '../core/subscription.js';
 import { SUBSCRIBE_BOUNDS } from '../core/limits.js';
 import { boundedInt, validateConsumerName, validatePosition } from '../core/validation.js';
+import type { ConsumerMonitors } from '../core/consumerMonitors.js';
 import type { ClientMessage, ServerMessage, SubscribeRequest } from '../core/protocol.js';
 import type { UpcastEvents } from '../core/upcasters.js';
 import { errorFromWire } from './errorFromWire.js';
@@ -205,6 +206,11 @@ export class RemoteSubscription implements Subscription {
     return this.request({ type: 'fail', sub: SUB, info: wireInfo(info) as FailureInfo });
   }
 
+  report(monitors: ConsumerMonitors): void {
+    if (this.ended || this.closing || this.socket.readyState !== WebSocket.OPEN) return;
+    this.socket.send(JSON.stringify({ type: 'report', sub: SUB, monitors } satisfies ClientMessage));
+  }
+
   close(): Promise<void> {
     this.closing ??= (async () => {
       this.wake?.();
@@ -288,6 +294,9 @@ export class RemoteSubscription implements Subscription {
         return;
       case 'caught_up':
         this.push({ kind: 'caught_up', position: msg.position });
+        return;
+      case 'paused':
+        this.push({ kind: 'paused', pause: msg.pause });
         return;
       case 'ok':
         if (typeof msg.req === 'number') this.settle(msg.req, null);

@@ -1,6 +1,6 @@
 import type { LedgerEntry } from '../core/consumerTarget.js';
 import type { RecordedEvent } from '../core/event.js';
-import type { ParkInfo } from '../core/subscription.js';
+import type { ParkInfo, RedrivePolicy } from '../core/subscription.js';
 
 /** What committed batch transactions did; applied to the metrics only after the commit. */
 export interface BatchTally {
@@ -55,7 +55,13 @@ export interface Park {
 }
 
 function errorInfo(err: Error): NonNullable<ParkInfo['error']> {
-  return { name: err.name, message: err.message, ...(err.stack ? { stack: err.stack } : {}) };
+  const code = (err as { code?: unknown }).code;
+  return {
+    name: err.name,
+    ...(typeof code === 'string' && code.length > 0 ? { code } : {}),
+    message: err.message,
+    ...(err.stack ? { stack: err.stack } : {}),
+  };
 }
 
 /**
@@ -87,10 +93,15 @@ export class BatchRecorder {
   }
 
   /** Dead-letters `e` (its handler failed `attempts` times); its stream's later delivered events park behind it. */
-  deadLetter(e: RecordedEvent, error: Error, attempts: number): void {
+  deadLetter(e: RecordedEvent, error: Error, attempts: number, redrive: RedrivePolicy | null): void {
     this.parks.push({
       position: e.position,
-      info: { reason: `handler failed after ${attempts} attempt(s)`, error: errorInfo(error), attempts },
+      info: {
+        reason: `handler failed after ${attempts} attempt(s)`,
+        error: errorInfo(error),
+        attempts,
+        ...(redrive ? { redrive } : {}),
+      },
     });
     this.parkedBehind.add(e.stream);
     this.tally.deadLetters++;

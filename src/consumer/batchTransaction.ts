@@ -14,6 +14,8 @@ export interface BatchDeps<Tx> {
   epoch: number;
   /** Dead-letters a delivered event (before the commit, so a crash can never skip it). */
   park(position: number, info: ParkInfo): Promise<void>;
+  /** The delivery span's traceparent: the handler and commit spans are its children. */
+  traceparent?: string | undefined;
 }
 
 /** A failed try of one event in an earlier transaction of the batch. */
@@ -147,7 +149,7 @@ export class BatchTransaction<Tx> {
         break;
       }
       if (this.o.onError.then === 'dead-letter' && !step.fatal) {
-        record.deadLetter(e, step.error, Math.max(1, step.attempts));
+        record.deadLetter(e, step.error, Math.max(1, step.attempts), this.o.onError.redrive);
         continue;
       }
       stop = { error: step.error, event: e };

@@ -1,7 +1,8 @@
 import { ClosedError, IdemError, isIdemError } from '../core/errors.js';
 import type { RecordedEvent } from '../core/event.js';
-import type { Subscription } from '../core/subscription.js';
+import type { ConsumerPause, Subscription } from '../core/subscription.js';
 import { backoffDelay, sleep } from '../core/backoff.js';
+import { traced, traceparentOf } from '../core/tracing.js';
 import { MessageBatcher } from './messageBatcher.js';
 import { ConsumerMetrics, type ConsumerMetricsSnapshot, type ConsumerProgress } from './metrics.js';
 import {
@@ -39,6 +40,9 @@ export interface Consumer {
   /** Resolves once everything up to the source's head at call time is committed and acknowledged; rejects if the consumer stops or fails first. */
   whenCaughtUp(options?: { timeoutMs?: number }): Promise<void>;
 }
+
+/** How often a consumer over a remote source reports its monitors to the server, at most. */
+const REPORT_EVERY_MS = 2000;
 
 interface Waiter {
   head: number;
@@ -80,6 +84,8 @@ class ConsumerRuntime<Tx> implements Consumer {
   private failures = 0;
   private lastHeadCheck = 0;
   private waiters = new Set<Waiter>();
+  private lastReport = 0;
+  private reportTimer: NodeJS.Timeout | null = null;
 
   constructor(options: ResolvedOptions<Tx>) {
     this.o = options;
@@ -160,8 +166,11 @@ class ConsumerRuntime<Tx> implements Consumer {
       throw err;
     }
     this.epoch = sub.epoch;
+    // A new subscription says again whether the consumer is paused.
+    this.m.paused(false);
     this.enter({ kind: 'catching_up', run });
     this.setProgress(Math.max(this.progress.position, sub.startPosition), this.progress.head);
+    this.report(run);
     return sub;
   }
 
@@ -207,6 +216,11 @@ class ConsumerRuntime<Tx> implements Consumer {
         this.enter({ kind: 'live', run });
         this.setProgress(this.progress.position, Math.max(this.progress.head, work.position), 0);
         this.checkWaiters();
+        this.report(run);
+        continue;
+      }
+      if (work.kind === 'paused') {
+        this.pauseChanged(run, work.pause);
         continue;
       }
       if (work.events.length === 0) continue;
@@ -231,6 +245,26 @@ class ConsumerRuntime<Tx> implements Consumer {
       }
       this.failures = 0;
       this.checkWaiters();
+      this.report(run);
+    }
+  }
+
+  /**
+   * Sends the monitors to a remote source's server: at once when the last report is old enough,
+   * else once that time has passed, so the last figures always arrive.
+   */
+  private report(run: Run): void {
+    if (!run.sub?.report || this.reportTimer) return;
+    const wait = this.lastReport + REPORT_EVERY_MS - Date.now();
+    const send = (): void => {
+      this.reportTimer = null;
+      this.lastReport = Date.now();
+      run.sub?.report?.(this.m.monitors(this.progress));
+    };
+    if (wait <= 0) send();
+    else {
+      this.reportTimer = setTimeout(send, wait);
+      this.reportTimer.unref();
     }
   }
 
@@ -239,9 +273,47 @@ class ConsumerRuntime<Tx> implements Consumer {
     events: RecordedEvent[],
     redelivery: boolean,
   ): Promise<BatchOutcome> {
+    // One delivery span per batch, in the trace of its first traced event, linked to the others'.
+    const traces = events.map((e) => traceparentOf(e.metadata)).filter((t) => t !== undefined);
+    return traced(
+      'idem.deliver',
+      {
+        kind: 'consumer',
+        parent: traces[0],
+        links: traces.slice(1),
+        attributes: {
+          'idem.consumer': this.o.name,
+          'idem.events': events.length,
+          'idem.position.first': events[0]!.position,
+          'idem.position.last': events[events.length - 1]!.position,
+          'idem.redelivery': redelivery,
+        },
+      },
+      async (span) => {
+        const outcome = await this.handleBatch(sub, events, redelivery, span.traceparent);
+        span.setAttributes({
+          'idem.outcome': outcome.stop ? 'stop' : 'acknowledged',
+          'idem.ack': outcome.ackPosition ?? -1,
+        });
+        return outcome;
+      },
+    );
+  }
+
+  private async handleBatch(
+    sub: Subscription,
+    events: RecordedEvent[],
+    redelivery: boolean,
+    traceparent: string | undefined,
+  ): Promise<BatchOutcome> {
     this.m.add('delivered', events.length);
     const outcome = await processBatch(
-      { options: this.o, epoch: sub.epoch, park: (position, info) => sub.park(position, info) },
+      {
+        options: this.o,
+        epoch: sub.epoch,
+        park: (position, info) => sub.park(position, info),
+        traceparent,
+      },
       events,
       redelivery,
     );
@@ -277,6 +349,16 @@ class ConsumerRuntime<Tx> implements Consumer {
     return outcome;
   }
 
+  /** Shows the pause the subscription reported (an operator's), or its end. */
+  private pauseChanged(run: Run, pause: ConsumerPause | null): void {
+    const life = this.life;
+    if (pause) {
+      const was = life.kind === 'paused' ? life.was : this.caughtUpAt >= 0 ? 'live' : 'catching_up';
+      this.enter({ kind: 'paused', run, pause, was });
+    } else if (life.kind === 'paused') this.enter({ kind: life.was, run });
+    this.m.paused(pause !== null);
+  }
+
   /** Records the acknowledged position and the head (never below it), and sets the gauges. */
   private setProgress(position: number, head: number, lagSeconds = this.progress.lagSeconds): void {
     const top = Math.max(head, position);
@@ -302,6 +384,8 @@ class ConsumerRuntime<Tx> implements Consumer {
 
   private async doStop(stopping: Extract<Lifecycle, { kind: 'stopping' }>): Promise<void> {
     const run = stopping.run;
+    if (this.reportTimer) clearTimeout(this.reportTimer);
+    this.reportTimer = null;
     await this.o.effects?.stop();
     run.wakeUp.abort();
     if (this.batchInFlight) await this.batchInFlight.catch(() => undefined);
@@ -354,6 +438,7 @@ class ConsumerRuntime<Tx> implements Consumer {
       const e = this.lastError;
       s.lastError = { name: e.name, message: e.message, ...(isIdemError(e) ? { code: e.code } : {}) };
     }
+    if (life.kind === 'paused') s.pause = { ...life.pause };
     if (life.kind === 'failed' && life.event)
       s.failedEvent = { ...pick(life.event), metadata: life.event.metadata };
     return s;

@@ -1,24 +1,37 @@
 import type { RecordedEvent } from '../core/event.js';
-import type { Subscription } from '../core/subscription.js';
+import type { ConsumerPause, Subscription } from '../core/subscription.js';
 
 /**
  * - `idle`: created, or waiting for ownership (standby) or to reconnect;
  * - `running`: owns the consumer and processes events;
  * - `stopped`: `stop()` was called, or ownership was lost to another process (`lastError` says so);
- * - `failed`: stopped on an error (`then: 'stop'`, `gaps: 'fail'`, identity conflict...).
+ * - `failed`: stopped on an error (`then: 'stop'`, `gaps: 'fail'`, identity conflict...);
+ * - `paused`: owns the consumer but processes nothing new: paused by an operator (`consumers.pause`),
+ *   or by itself during an outage (it then probes with one event until that succeeds).
  */
-export type ConsumerState = 'idle' | 'running' | 'stopped' | 'failed';
+export type ConsumerState = 'idle' | 'running' | 'stopped' | 'failed' | 'paused';
 
 export interface ConsumerRuntimeStatus {
   name: string;
   state: ConsumerState;
   /** What the consumer is doing inside its state. */
-  phase: 'created' | 'starting' | 'standby' | 'catching_up' | 'live' | 'reconnecting' | 'stopping' | 'done';
+  phase:
+    | 'created'
+    | 'starting'
+    | 'standby'
+    | 'catching_up'
+    | 'live'
+    | 'paused'
+    | 'reconnecting'
+    | 'stopping'
+    | 'done';
   /** Last acknowledged position. */
   position: number;
   /** The ownership epoch of the current (or last) subscription; 0 before the first. */
   epoch: number;
   lastError?: { name: string; message: string; code?: string };
+  /** Set while paused: why (an operator's pause or an outage), since when, by whom. */
+  pause?: ConsumerPause;
   /** The event the consumer stopped at, when it failed on one. */
   failedEvent?: Pick<RecordedEvent, 'id' | 'stream' | 'version' | 'position' | 'type' | 'metadata'>;
 }
@@ -41,6 +54,7 @@ export type Lifecycle =
   | { kind: 'created' }
   | { kind: 'starting'; run: Run; standby: boolean }
   | { kind: 'catching_up' | 'live'; run: Run }
+  | { kind: 'paused'; run: Run; pause: ConsumerPause; was: 'catching_up' | 'live' }
   | { kind: 'reconnecting'; run: Run }
   | {
       kind: 'stopping';
@@ -61,6 +75,8 @@ export function stateOf(life: Lifecycle): ConsumerState {
     case 'catching_up':
     case 'live':
       return 'running';
+    case 'paused':
+      return 'paused';
     case 'stopping':
       return life.was;
     case 'stopped':

@@ -1,15 +1,16 @@
 import type { RecordedEvent } from '../core/event.js';
-import type { SubscriptionMessage } from '../core/subscription.js';
+import type { ConsumerPause, SubscriptionMessage } from '../core/subscription.js';
 
 /** A unit of work for the runtime: one target transaction's events, or a caught-up marker. */
 export type Work =
   | { kind: 'events'; events: RecordedEvent[]; redelivery: boolean }
   | { kind: 'caught_up'; position: number }
+  | { kind: 'paused'; pause: ConsumerPause | null }
   | { kind: 'end' };
 
 /**
- * Turns a subscription's messages into batches, keeping order: a caught-up marker or a redelivery
- * closes the batch and comes out on its own.
+ * Turns a subscription's messages into batches, keeping order: a caught-up marker, a pause or a
+ * redelivery closes the batch and comes out on its own.
  *
  * - While catching up (until the subscription's first caught-up marker) consecutive pages are merged
  *   up to `catchUpSize` events without any timer: a catch-up source delivers either the next page or
@@ -78,6 +79,7 @@ export class MessageBatcher {
       this.live = true;
       return { kind: 'caught_up', position: first.position };
     }
+    if (first.kind === 'paused') return first;
     const events = [...first.events];
     if (first.redelivery) return { kind: 'events', events, redelivery: true };
     if (!this.live) await this.mergeCatchUp(events);
@@ -115,7 +117,7 @@ export class MessageBatcher {
 
   /** Adds an ordinary event message to the batch if it fits in `limit`; otherwise holds it for the next batch. */
   private take(events: RecordedEvent[], m: SubscriptionMessage, limit: number): boolean {
-    if (m.kind === 'caught_up' || m.redelivery || events.length + m.events.length > limit) {
+    if (m.kind !== 'events' || m.redelivery || events.length + m.events.length > limit) {
       this.held = m;
       return false;
     }

@@ -1,4 +1,13 @@
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import {
+  LATENCY_BUCKETS,
+  MONITOR_COUNTERS,
+  MONITOR_GAUGES,
+  MONITOR_HISTOGRAMS,
+  type ConsumerMonitors,
+  type LatencyHistogram,
+  type MonitorCounter,
+} from '../core/consumerMonitors.js';
 import type { ConsumerMetricsOptions } from './options.js';
 
 /** Count, sum and largest value of a latency, in seconds. */
@@ -38,6 +47,8 @@ export interface ConsumerMetricsSnapshot {
   handlerLatency: LatencySummary;
   /** From the event's `recordedAt` to the commit of its batch. */
   endToEndLatency: LatencySummary;
+  /** True while the consumer is paused (by an operator, or by itself in an outage). */
+  paused: boolean;
   /** Last acknowledged position. */
   position: number;
   /** The source's head position when last checked. */
@@ -56,18 +67,23 @@ export interface ConsumerProgress {
   readonly lagSeconds: number;
 }
 
-const LATENCY_BUCKETS = [
-  0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60,
-];
-
 class Latency {
   count = 0;
   sum = 0;
   max = 0;
+  /** Observations per bucket of `LATENCY_BUCKETS` (not cumulative); beyond the last bound, none. */
+  private readonly perBucket = new Array<number>(LATENCY_BUCKETS.length).fill(0);
   add(seconds: number): void {
     this.count++;
     this.sum += seconds;
     if (seconds > this.max) this.max = seconds;
+    const i = LATENCY_BUCKETS.findIndex((b) => seconds <= b);
+    if (i >= 0) this.perBucket[i]!++;
+  }
+  histogram(): LatencyHistogram {
+    let total = 0;
+    const buckets = this.perBucket.map((n) => (total += n));
+    return { count: this.count, sum: this.sum, max: this.max, buckets };
   }
   summary(): LatencySummary {
     return {
@@ -79,29 +95,6 @@ class Latency {
   }
 }
 
-type CounterName =
-  | 'delivered'
-  | 'processed'
-  | 'duplicates'
-  | 'gaps'
-  | 'recovered'
-  | 'deadLetters'
-  | 'parked'
-  | 'reconnects'
-  | 'batches';
-
-const COUNTER_HELP: Record<CounterName, [string, string]> = {
-  delivered: ['delivered_total', 'Events delivered to the consumer, duplicates included'],
-  processed: ['processed_total', 'Events handled and committed'],
-  duplicates: ['duplicates_total', 'Delivered events skipped as already handled'],
-  gaps: ['gaps_total', 'Entity version gaps seen'],
-  recovered: ['recovered_total', 'Events read from the store to fill version gaps'],
-  deadLetters: ['dead_letters_total', 'Events dead-lettered after their handler failed'],
-  parked: ['parked_total', 'Events parked (dead letters and events parked behind them)'],
-  reconnects: ['reconnects_total', 'Reconnects after a source or target failure'],
-  batches: ['batches_total', 'Committed target transactions'],
-};
-
 function metric<T>(registry: Registry, name: string, make: () => T): T {
   // A registry shared by several consumers holds one metric per name, labelled by consumer.
   return (registry.getSingleMetric(name) as T | undefined) ?? make();
@@ -109,7 +102,7 @@ function metric<T>(registry: Registry, name: string, make: () => T): T {
 
 /** The consumer's counters and latencies, mirrored into a prom-client registry when one is given. */
 export class ConsumerMetrics {
-  private readonly counts: Record<CounterName, number> = {
+  private readonly counts: Record<MonitorCounter, number> = {
     delivered: 0,
     processed: 0,
     duplicates: 0,
@@ -124,14 +117,16 @@ export class ConsumerMetrics {
   private readonly endToEnd = new Latency();
   /** Entities this consumer parked and has not handled since. */
   private readonly parkedStreams = new Set<string>();
+  private isPaused = false;
   private readonly prom: {
-    counters: Record<CounterName, Counter<'consumer'>>;
+    counters: Record<MonitorCounter, Counter<'consumer'>>;
     handler: Histogram<'consumer'>;
     endToEnd: Histogram<'consumer'>;
     lagEvents: Gauge<'consumer'>;
     lagSeconds: Gauge<'consumer'>;
     parkedEntities: Gauge<'consumer'>;
     position: Gauge<'consumer'>;
+    paused: Gauge<'consumer'>;
   } | null;
 
   constructor(
@@ -146,9 +141,9 @@ export class ConsumerMetrics {
     const p = options.prefix ?? 'idem_consumer_';
     const labelNames = ['consumer'] as const;
     const registers = [registry];
-    const counters = {} as Record<CounterName, Counter<'consumer'>>;
-    for (const key of Object.keys(COUNTER_HELP) as CounterName[]) {
-      const [suffix, help] = COUNTER_HELP[key];
+    const counters = {} as Record<MonitorCounter, Counter<'consumer'>>;
+    for (const key of Object.keys(MONITOR_COUNTERS) as MonitorCounter[]) {
+      const [suffix, help] = MONITOR_COUNTERS[key];
       counters[key] = metric(
         registry,
         p + suffix,
@@ -161,20 +156,21 @@ export class ConsumerMetrics {
       metric(
         registry,
         p + suffix,
-        () => new Histogram({ name: p + suffix, help, labelNames, registers, buckets: LATENCY_BUCKETS }),
+        () => new Histogram({ name: p + suffix, help, labelNames, registers, buckets: [...LATENCY_BUCKETS] }),
       );
     this.prom = {
       counters,
-      handler: histogram('handler_seconds', 'Handler latency per event'),
-      endToEnd: histogram('end_to_end_seconds', 'From event recordedAt to the commit of its batch'),
-      lagEvents: gauge('checkpoint_lag_events', 'Events between the acknowledged position and the head'),
-      lagSeconds: gauge('checkpoint_lag_seconds', 'Age of the checkpoint while behind the head'),
-      parkedEntities: gauge('parked_entities', 'Entities parked behind a dead letter'),
+      handler: histogram(...MONITOR_HISTOGRAMS.handlerSeconds),
+      endToEnd: histogram(...MONITOR_HISTOGRAMS.endToEndSeconds),
+      lagEvents: gauge(...MONITOR_GAUGES.lagEvents),
+      lagSeconds: gauge(...MONITOR_GAUGES.lagSeconds),
+      parkedEntities: gauge(...MONITOR_GAUGES.parkedEntities),
       position: gauge('position', 'Last acknowledged position'),
+      paused: gauge('paused', '1 while the consumer is paused (by an operator or by an outage), else 0'),
     };
   }
 
-  add(name: CounterName, n = 1): void {
+  add(name: MonitorCounter, n = 1): void {
     if (n === 0) return;
     this.counts[name] += n;
     this.prom?.counters[name].inc({ consumer: this.consumer }, n);
@@ -196,6 +192,11 @@ export class ConsumerMetrics {
     for (const s of parked) this.parkedStreams.add(s);
   }
 
+  paused(flag: boolean): void {
+    this.isPaused = flag;
+    this.prom?.paused.set({ consumer: this.consumer }, flag ? 1 : 0);
+  }
+
   /** Sets the position, lag and parked-entity gauges from the runtime's progress. */
   gauges(p: ConsumerProgress): void {
     if (!this.prom) return;
@@ -204,6 +205,17 @@ export class ConsumerMetrics {
     this.prom.lagEvents.set(labels, p.head - p.position);
     this.prom.lagSeconds.set(labels, p.lagSeconds);
     this.prom.parkedEntities.set(labels, this.parkedStreams.size);
+  }
+
+  /** The monitors as a remote consumer reports them to its server. */
+  monitors(p: ConsumerProgress): ConsumerMonitors {
+    return {
+      ...this.counts,
+      parkedEntities: this.parkedStreams.size,
+      handlerSeconds: this.handler.histogram(),
+      endToEndSeconds: this.endToEnd.histogram(),
+      checkpointLag: { events: Math.max(0, p.head - p.position), seconds: p.lagSeconds },
+    };
   }
 
   /** The counts, with the runtime's progress. */
@@ -216,6 +228,7 @@ export class ConsumerMetrics {
       parkedEntities: this.parkedStreams.size,
       handlerLatency: this.handler.summary(),
       endToEndLatency: this.endToEnd.summary(),
+      paused: this.isPaused,
       position: p.position,
       head: p.head,
       checkpointLag: { events: Math.max(0, p.head - p.position), seconds: p.lagSeconds },

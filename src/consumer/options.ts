@@ -6,8 +6,16 @@ import type { RecordedEvent } from '../core/event.js';
 import type { JsonValue } from '../core/json.js';
 import type { EventStore } from '../core/eventStore.js';
 import { normalizeFilter, type EventFilter } from '../core/filter.js';
-import type { StartFrom } from '../core/subscription.js';
-import { MAX_BATCH_SIZE, MAX_IN_FLIGHT, MAX_LEASE_TTL_MS, MIN_LEASE_TTL_MS } from '../core/limits.js';
+import type { RedrivePolicy, StartFrom } from '../core/subscription.js';
+import {
+  MAX_BATCH_SIZE,
+  MAX_IN_FLIGHT,
+  MAX_LEASE_TTL_MS,
+  MIN_LEASE_TTL_MS,
+  REDRIVE_BOUNDS,
+} from '../core/limits.js';
+import { parseDuration } from '../core/duration.js';
+import { validateRedrivePolicy } from '../core/parkInfo.js';
 import { boundedInt, validateConsumerName } from '../core/validation.js';
 import { compileUpcasters, type Upcasters } from '../core/upcasters.js';
 import { resolveLedgerOptions, type LedgerOptions, type ResolvedRetain } from '../core/ledgerRetention.js';
@@ -128,7 +136,52 @@ export interface ErrorPolicy {
   maxDelayMs?: number;
   /** What to do when the attempts are used up: stop the consumer (cursor stays before the event) or dead-letter the event. @default 'stop' */
   then?: 'stop' | 'dead-letter';
+  /**
+   * With `then: 'dead-letter'`: retry a dead-lettered entity by itself, its events in order, after
+   * `after`, then after `after * factor`, `after * factor^2`, ..., at most `max` times. Each redrive
+   * is counted on the dead letter (`redrives`, `redriveAt` in `deadLetters.list`). @default none
+   */
+  redrive?: RedriveOption;
+  /**
+   * Outage detection: when handlers fail for many distinct entities in a short window, the consumer
+   * pauses itself (status `paused`, reason `outage`) instead of dead-lettering them all, probes with
+   * one event on a backoff and resumes by itself once it succeeds. @default on: see `OutageOption`
+   */
+  outage?: OutageOption | false;
 }
+
+export interface RedriveOption {
+  /** The first delay: ms, or a text like `'30s'`, `'5m'`, `'1h'` (100 ms to 30 days). */
+  after: number | string;
+  /** Each later delay is the previous one times this (1-10). @default 2 */
+  factor?: number;
+  /** Most redrives per dead letter (1-100). @default 5 */
+  max?: number;
+}
+
+const REDRIVE_OPTION_KEYS = {
+  after: true,
+  factor: true,
+  max: true,
+} as const satisfies KnownKeys<RedriveOption>;
+
+export interface OutageOption {
+  /** Distinct entities failing within `window` that make an outage (2-10000). @default 10 */
+  entities?: number;
+  /** The window: ms or a text like `'30s'` (100 ms to 1 hour). @default '30s' */
+  window?: number | string;
+  /** First delay between probes: ms or text (10 ms to 1 hour); doubles up to `maxProbeDelay`. @default '1s' */
+  probeDelay?: number | string;
+  /** Longest delay between probes (at least `probeDelay`, at most 1 hour). @default '60s' */
+  maxProbeDelay?: number | string;
+}
+
+const OUTAGE_OPTION_KEYS = {
+  entities: true,
+  window: true,
+  probeDelay: true,
+  maxProbeDelay: true,
+} as const satisfies KnownKeys<OutageOption>;
 
 const ERROR_POLICY_KEYS = {
   attempts: true,
@@ -136,6 +189,8 @@ const ERROR_POLICY_KEYS = {
   initialDelayMs: true,
   maxDelayMs: true,
   then: true,
+  redrive: true,
+  outage: true,
 } as const satisfies KnownKeys<ErrorPolicy>;
 
 export interface BatchOptions {
@@ -264,7 +319,10 @@ export interface ResolvedOptions<Tx> {
   /** Exactly one of `handle` and `handleBatch` is set. */
   handle: Handler<Tx> | null;
   handleBatch: BatchHandler<Tx> | null;
-  onError: Required<ErrorPolicy>;
+  onError: Required<Omit<ErrorPolicy, 'redrive' | 'outage'>> & {
+    redrive: RedrivePolicy | null;
+    outage: ResolvedOutage | null;
+  };
   gaps: 'recover' | 'fail';
   batch: Required<BatchOptions>;
   standby: boolean;
@@ -310,12 +368,74 @@ function resolveBatch(batch: BatchOptions | undefined): Required<BatchOptions> {
   return { size, catchUpSize, maxWaitMs: intOption(batch?.maxWaitMs, 'batch.maxWaitMs', 0, 0) };
 }
 
+function resolveRedrive(
+  value: RedriveOption | undefined,
+  then: 'stop' | 'dead-letter',
+): RedrivePolicy | null {
+  if (value === undefined) return null;
+  if (then !== 'dead-letter')
+    throw new InvalidInputError('onError.redrive', "applies only with then: 'dead-letter'");
+  if (value === null || typeof value !== 'object')
+    throw new InvalidInputError('onError.redrive', 'must be an object { after, factor?, max? }');
+  checkKnownKeys(value, REDRIVE_OPTION_KEYS, 'onError.redrive');
+  const { afterMs } = REDRIVE_BOUNDS;
+  const after = parseDuration(value.after, 'onError.redrive.after');
+  if (after < afterMs.min || after > afterMs.max)
+    throw new InvalidInputError('onError.redrive.after', `must be from ${afterMs.min} ms to 30 days`);
+  return validateRedrivePolicy(
+    { afterMs: after, factor: value.factor ?? 2, max: value.max ?? 5 },
+    'onError.redrive',
+  );
+}
+
+/** The outage detector's settings, resolved. */
+export interface ResolvedOutage {
+  entities: number;
+  windowMs: number;
+  probeDelayMs: number;
+  maxProbeDelayMs: number;
+}
+
+const HOUR_MS = 3_600_000;
+
+function durationWithin(value: unknown, field: string, min: number, max: number, fallback: number): number {
+  if (value === undefined) return fallback;
+  const ms = parseDuration(value, field);
+  if (ms < min || ms > max) throw new InvalidInputError(field, `must be from ${min} ms to ${max} ms`);
+  return ms;
+}
+
+function resolveOutage(
+  value: OutageOption | false | undefined,
+  then: 'stop' | 'dead-letter',
+): ResolvedOutage | null {
+  // Outages are told from poison only where a poison event is dead-lettered; `stop` stops at the first anyway.
+  if (value === false || then !== 'dead-letter') return null;
+  if (value !== undefined && (value === null || typeof value !== 'object'))
+    throw new InvalidInputError('onError.outage', 'must be an object or false');
+  checkKnownKeys(value, OUTAGE_OPTION_KEYS, 'onError.outage');
+  const probeDelayMs = durationWithin(value?.probeDelay, 'onError.outage.probeDelay', 10, HOUR_MS, 1000);
+  return {
+    entities: boundedInt(value?.entities, 'onError.outage.entities', 2, 10_000, 10),
+    windowMs: durationWithin(value?.window, 'onError.outage.window', 100, HOUR_MS, 30_000),
+    probeDelayMs,
+    maxProbeDelayMs: durationWithin(
+      value?.maxProbeDelay,
+      'onError.outage.maxProbeDelay',
+      probeDelayMs,
+      HOUR_MS,
+      Math.max(60_000, probeDelayMs),
+    ),
+  };
+}
+
 /** Checks the options and fills in defaults; bad input throws `InvalidInputError` naming the field. */
 export function resolveOptions<Tx, M extends EventMap>(options: ConsumerOptions<Tx, M>): ResolvedOptions<Tx> {
   if (options === null || typeof options !== 'object')
     throw new InvalidInputError('options', 'must be an object');
   checkKnownKeys(options, CONSUMER_OPTION_KEYS, '');
   checkKnownKeys(options.onError, ERROR_POLICY_KEYS, 'onError');
+  // Both are read below with their own checks.
   checkKnownKeys(options.reconnect, RECONNECT_OPTION_KEYS, 'reconnect');
   checkKnownKeys(options.metrics, METRICS_OPTION_KEYS, 'metrics');
   const name = validateConsumerName(options.name, 'name');
@@ -382,6 +502,8 @@ export function resolveOptions<Tx, M extends EventMap>(options: ConsumerOptions<
       initialDelayMs: intOption(e.initialDelayMs, 'onError.initialDelayMs', 0, 100),
       maxDelayMs: intOption(e.maxDelayMs, 'onError.maxDelayMs', 0, 5000),
       then,
+      redrive: resolveRedrive(e.redrive, then),
+      outage: resolveOutage(e.outage, then),
     },
     gaps,
     batch: resolveBatch(options.batch),

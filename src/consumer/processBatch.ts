@@ -1,5 +1,6 @@
 import type { RecordedEvent } from '../core/event.js';
 import { sleep } from '../core/backoff.js';
+import { openSpan, traced, type OpenSpan } from '../core/tracing.js';
 import { addTally, type BatchTally } from './batchRecorder.js';
 import { BatchTransaction, type BatchDeps, type Committed, type Remaining } from './batchTransaction.js';
 import type { Isolate } from './invoker.js';
@@ -22,18 +23,47 @@ class RolledBack extends Error {
   }
 }
 
-/** Runs `BatchTransaction.run` in one target transaction: committed, or rolled back for `Isolate`. */
+/**
+ * Runs `BatchTransaction.run` in one target transaction: committed, or rolled back for `Isolate`.
+ * Traced as `idem.handle` (the handlers' work) with an `idem.commit` child from the end of that work
+ * to the end of the commit.
+ */
 async function transaction<Tx>(deps: BatchDeps<Tx>, rest: Remaining): Promise<Committed | Isolate> {
-  try {
-    return await deps.options.target.transaction(async (t) => {
-      const outcome = await BatchTransaction.run(deps, t, rest);
-      if (outcome.kind === 'isolate') throw new RolledBack(outcome);
+  const events = rest.events;
+  const attributes = {
+    'idem.consumer': deps.options.name,
+    'idem.events': events.length,
+    'idem.position.first': events[0]?.position ?? 0,
+    'idem.position.last': events[events.length - 1]?.position ?? 0,
+  };
+  return traced('idem.handle', { parent: deps.traceparent, attributes }, async (span) => {
+    let commit: OpenSpan | null = null;
+    try {
+      const outcome = await deps.options.target.transaction(async (t) => {
+        const outcome = await BatchTransaction.run(deps, t, rest);
+        if (outcome.kind === 'isolate') throw new RolledBack(outcome);
+        commit = openSpan('idem.commit', { parent: span.traceparent, attributes });
+        return outcome;
+      });
+      (commit as OpenSpan | null)?.end();
+      const t = outcome.tally;
+      span.setAttributes({
+        'idem.outcome': outcome.stop ? 'stop' : outcome.retry ? 'retry' : 'committed',
+        'idem.processed': t.processed,
+        'idem.duplicates': t.duplicates,
+        'idem.parked': t.parked,
+        'idem.gaps': t.gaps,
+      });
       return outcome;
-    });
-  } catch (err) {
-    if (err instanceof RolledBack) return err.outcome;
-    throw err;
-  }
+    } catch (err) {
+      (commit as OpenSpan | null)?.end(err);
+      if (err instanceof RolledBack) {
+        span.setAttributes({ 'idem.outcome': 'isolate' });
+        return err.outcome;
+      }
+      throw err;
+    }
+  });
 }
 
 /**

@@ -50,3 +50,13 @@ export const SUBSCRIBE_BOUNDS = {
   batchSize: { min: 1, max: MAX_BATCH_SIZE },
   leaseTtlMs: { min: MIN_LEASE_TTL_MS, max: MAX_LEASE_TTL_MS },
 } as const;
+
+/**
+ * The bounds of an automatic redrive (`onError.redrive`, `ParkInfo.redrive`): the first delay, the
+ * factor it grows by per redrive, and the most redrives. No delay is ever longer than `afterMs.max`.
+ */
+export const REDRIVE_BOUNDS = {
+  afterMs: { min: 100, max: 30 * 24 * 3600 * 1000 },
+  factor: { min: 1, max: 10 },
+  max: { min: 1, max: 100 },
+} as const;

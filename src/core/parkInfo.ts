@@ -1,6 +1,15 @@
 import { InvalidInputError } from './errors.js';
 import { checkKnownKeys } from './knownKeys.js';
-import { FAILURE_INFO_KEYS, PARK_INFO_KEYS, type FailureInfo, type ParkInfo } from './subscription.js';
+import { REDRIVE_BOUNDS } from './limits.js';
+import {
+  FAILURE_INFO_KEYS,
+  PARK_INFO_KEYS,
+  REDRIVE_POLICY_KEYS,
+  type FailureInfo,
+  type ParkInfo,
+  type RedrivePolicy,
+} from './subscription.js';
+import { boundedInt } from './validation.js';
 
 type ErrorInfo = NonNullable<ParkInfo['error']>;
 
@@ -23,11 +32,13 @@ function errorInfo(value: unknown, field: string): ErrorInfo {
   const name = text(e.name, `${field}.name`, false);
   const stack = text(e.stack, `${field}.stack`, false);
   if (name !== undefined) out.name = name;
+  // An error object's code may be anything (a number, from some libraries): only a string one is kept.
+  if (typeof e.code === 'string' && e.code.length > 0) out.code = e.code.slice(0, 200);
   if (stack !== undefined) out.stack = stack;
   return out;
 }
 
-/** Checks `park` input; `error` keeps only name, message and stack (an `Error` object works). */
+/** Checks `park` input; `error` keeps only name, a string code, message and stack (an `Error` object works). */
 export function validateParkInfo(info: unknown): ParkInfo {
   if (info === null || typeof info !== 'object') throw new InvalidInputError('info', 'must be an object');
   checkKnownKeys(info, PARK_INFO_KEYS, 'info');
@@ -40,7 +51,34 @@ export function validateParkInfo(info: unknown): ParkInfo {
     }
     out.attempts = i.attempts;
   }
+  if (i.redrive !== undefined) out.redrive = validateRedrivePolicy(i.redrive, 'info.redrive');
   return out;
+}
+
+/** Checks a redrive policy against `REDRIVE_BOUNDS`. */
+export function validateRedrivePolicy(value: unknown, field: string): RedrivePolicy {
+  if (value === null || typeof value !== 'object' || Array.isArray(value))
+    throw new InvalidInputError(field, 'must be an object { afterMs, factor, max }');
+  checkKnownKeys(value, REDRIVE_POLICY_KEYS, field);
+  const r = value as Record<string, unknown>;
+  const { afterMs, factor, max } = REDRIVE_BOUNDS;
+  if (
+    typeof r.factor !== 'number' ||
+    !Number.isFinite(r.factor) ||
+    r.factor < factor.min ||
+    r.factor > factor.max
+  )
+    throw new InvalidInputError(`${field}.factor`, `must be a number from ${factor.min} to ${factor.max}`);
+  return {
+    afterMs: boundedInt(r.afterMs ?? null, `${field}.afterMs`, afterMs.min, afterMs.max, 0),
+    factor: r.factor,
+    max: boundedInt(r.max ?? null, `${field}.max`, max.min, max.max, 0),
+  };
+}
+
+/** When the redrive after `redrives` earlier ones is due, in ms from now (never beyond the bound). */
+export function redriveDelayMs(policy: RedrivePolicy, redrives: number): number {
+  return Math.min(REDRIVE_BOUNDS.afterMs.max, policy.afterMs * policy.factor ** redrives);
 }
 
 /** Checks `fail` input. */

@@ -2,10 +2,11 @@
  * The WebSocket subscription protocol (`/v1/subscribe`): one JSON object per text frame.
  * docs/protocol.md is the prose version of these types; keep both in step.
  */
+import type { ConsumerMonitors } from './consumerMonitors.js';
 import type { ErrorCode } from './errors.js';
 import type { RecordedEvent } from './event.js';
 import type { EventFilter } from './filter.js';
-import type { FailureInfo, ParkInfo, StartFrom } from './subscription.js';
+import type { ConsumerPause, FailureInfo, ParkInfo, StartFrom } from './subscription.js';
 
 /**
  * A request id chosen by the client; the server echoes it in the `ok` or `error` reply. Required on
@@ -81,8 +82,29 @@ export interface PingRequest {
   req?: RequestId;
 }
 
+/**
+ * The consumer's handler-side monitors, counted by its process (cumulative since it started), for the
+ * server's `/metrics`. No reply; the server keeps at most one report per subscription per
+ * `REPORT_INTERVAL_MS` and drops the ones that come sooner.
+ */
+export interface ReportRequest {
+  type: 'report';
+  sub: string;
+  monitors: ConsumerMonitors;
+}
+
+/** The shortest interval between two reports of one subscription that the server keeps. */
+export const REPORT_INTERVAL_MS = 1000;
+
 export type ClientMessage =
-  SubscribeRequest | MoreRequest | AckRequest | ParkRequest | FailRequest | UnsubscribeRequest | PingRequest;
+  | SubscribeRequest
+  | MoreRequest
+  | AckRequest
+  | ParkRequest
+  | FailRequest
+  | UnsubscribeRequest
+  | PingRequest
+  | ReportRequest;
 
 // ---- server -> client ----
 
@@ -119,6 +141,16 @@ export interface CaughtUpMessage {
   type: 'caught_up';
   sub: string;
   position: number;
+}
+
+/**
+ * The consumer was paused by an operator (`pause` set): no events follow until it is resumed
+ * (`pause: null`). Acks and parks of what was delivered before still work.
+ */
+export interface PausedMessage {
+  type: 'paused';
+  sub: string;
+  pause: ConsumerPause | null;
 }
 
 /** The success reply to a request; `sub` when the request named one. */
@@ -162,6 +194,7 @@ export type ServerMessage =
   | SubscribedMessage
   | EventsMessage
   | CaughtUpMessage
+  | PausedMessage
   | OkMessage
   | ErrorMessage
   | ClosedMessage

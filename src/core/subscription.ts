@@ -1,3 +1,4 @@
+import type { ConsumerMonitors } from './consumerMonitors.js';
 import type { RecordedEvent } from './event.js';
 import type { EventFilter } from './filter.js';
 import type { KnownKeys } from './knownKeys.js';
@@ -48,20 +49,63 @@ export type SubscriptionMessage =
       /** Catch-up reached the head that was current when it was checked; live delivery follows. */
       kind: 'caught_up';
       position: number;
+    }
+  | {
+      /**
+       * The consumer was paused (`pause` set: nothing new is delivered until it is resumed; events
+       * already delivered may still be acknowledged or parked) or resumed (`pause: null`).
+       */
+      kind: 'paused';
+      pause: ConsumerPause | null;
     };
+
+/**
+ * Why a consumer is paused: an operator's `consumers.pause` (delivery stops until `resume`), or an
+ * outage its runtime detected (the runtime holds back and probes; the engine keeps delivering).
+ */
+export type PauseReason = 'operator' | 'outage';
+
+export interface ConsumerPause {
+  reason: PauseReason;
+  /** When it was paused (ISO-8601). */
+  since: string;
+  /** Who paused it (an operator's label), or null for a runtime's outage pause. */
+  by: string | null;
+}
 
 export interface ParkInfo {
   /** Why the event is parked, e.g. `handler failed after 5 attempts`. */
   reason: string;
-  error?: { name?: string; message: string; stack?: string };
+  /** `code`: the error's own code, when it has a string one (an IdemError's, a driver's SQLSTATE...). */
+  error?: { name?: string; code?: string; message: string; stack?: string };
   /** How many times the handler was tried. @default 1 */
   attempts?: number;
+  /** Retry the entity by itself later: see `RedrivePolicy`. @default none */
+  redrive?: RedrivePolicy;
 }
+
+/**
+ * Automatic redrive of a dead letter: the n-th redrive (n = 0, 1, ...) is due `afterMs * factor^n`
+ * after the event was (again) dead-lettered, at most `max` times; each redrive retries the entity
+ * (its parked events, in order) as `deadLetters.retry` does. Bounds: `REDRIVE_BOUNDS`.
+ */
+export interface RedrivePolicy {
+  afterMs: number;
+  factor: number;
+  max: number;
+}
+
+export const REDRIVE_POLICY_KEYS = {
+  afterMs: true,
+  factor: true,
+  max: true,
+} as const satisfies KnownKeys<RedrivePolicy>;
 
 export const PARK_INFO_KEYS = {
   reason: true,
   error: true,
   attempts: true,
+  redrive: true,
 } as const satisfies KnownKeys<ParkInfo>;
 
 /** Reported by a consumer that stops on an error, so that `consumers.get` shows it. */
@@ -95,9 +139,16 @@ export interface Subscription extends AsyncIterable<SubscriptionMessage> {
   fail(info: FailureInfo): Promise<void>;
   /** Releases the lease (status `stopped`) and ends iteration. Safe to call twice. */
   close(): Promise<void>;
+  /**
+   * Sends the consumer's handler-side monitors to where the subscription is held, when that is
+   * another process (a remote subscription reports them to its server's `/metrics`). Fire and
+   * forget; absent where the monitors are already in the same process.
+   */
+  report?(monitors: ConsumerMonitors): void;
 }
 
-export type ConsumerStatus = 'running' | 'idle' | 'stopped' | 'failed';
+/** `paused` wins over the others while the consumer is paused (see `ConsumerInfo.pause`). */
+export type ConsumerStatus = 'running' | 'idle' | 'stopped' | 'failed' | 'paused';
 
 export interface ConsumerInfo {
   name: string;
@@ -118,6 +169,8 @@ export interface ConsumerInfo {
   failedEvent: FailureInfo['event'] | null;
   /** Active dead letters (parked or being retried). */
   parked: number;
+  /** Set while the consumer is paused; the status is then `paused`. */
+  pause: ConsumerPause | null;
   createdAt: string;
   updatedAt: string;
   /**
@@ -150,7 +203,23 @@ export interface ConsumerAdmin {
    * `not_found` when the consumer does not exist.
    */
   release(name: string): Promise<void>;
+  /**
+   * Pauses the consumer, stored with it: its owner (now or after any restart) receives nothing new
+   * until `resume`; what it has in flight still commits and is acknowledged; the cursor stays.
+   * Pausing a paused consumer changes nothing (an outage pause becomes an operator's).
+   * `not_found` when the consumer does not exist.
+   */
+  pause(name: string, options?: ConsumerPauseOptions): Promise<void>;
+  /** Lifts a pause (an operator's or an outage's): delivery continues at the cursor. `not_found` when missing. */
+  resume(name: string): Promise<void>;
 }
+
+export interface ConsumerPauseOptions {
+  /** Who pauses it, recorded with the pause. @default user@host */
+  by?: string;
+}
+
+export const CONSUMER_PAUSE_OPTION_KEYS = { by: true } as const satisfies KnownKeys<ConsumerPauseOptions>;
 
 export type DeadLetterStatus = 'parked' | 'retrying' | 'resolved' | 'skipped';
 
@@ -163,6 +232,10 @@ export interface DeadLetter {
   status: DeadLetterStatus;
   /** For an event parked behind an earlier one of its stream: that event's id. */
   behind: string | null;
+  /** Automatic redrives done so far (see `RedrivePolicy`). */
+  redrives: number;
+  /** When the next automatic redrive is due; null when none is scheduled. */
+  redriveAt: string | null;
   parkedAt: string;
   /** Who skipped it and when, for `skipped` entries. */
   skippedBy: string | null;
@@ -191,6 +264,45 @@ export interface DeadLetterSkipOptions {
 
 export const DEAD_LETTER_SKIP_OPTION_KEYS = { by: true } as const satisfies KnownKeys<DeadLetterSkipOptions>;
 
+export interface DeadLetterBulkOptions {
+  /**
+   * Only entities with a dead letter whose error matches: its `code` or `name` equal to this, or
+   * its message containing it. @default every entity with a dead letter
+   */
+  error?: string;
+  /** Most entities to act on (1-1000000). @default all of them */
+  limit?: number;
+  /** Start after this stream, in stream-name order: the `last` of an earlier call, to go on from there. */
+  after?: string;
+  /** Called after each page (a few hundred entities, one transaction) with the totals so far. */
+  onProgress?: (progress: DeadLetterBulkResult) => void;
+}
+
+export const DEAD_LETTER_BULK_OPTION_KEYS = {
+  error: true,
+  limit: true,
+  after: true,
+  onProgress: true,
+} as const satisfies KnownKeys<DeadLetterBulkOptions>;
+
+export interface DeadLetterBulkSkipOptions extends DeadLetterBulkOptions, DeadLetterSkipOptions {}
+
+export const DEAD_LETTER_BULK_SKIP_OPTION_KEYS = {
+  ...DEAD_LETTER_BULK_OPTION_KEYS,
+  ...DEAD_LETTER_SKIP_OPTION_KEYS,
+} as const satisfies KnownKeys<DeadLetterBulkSkipOptions>;
+
+export interface DeadLetterBulkResult {
+  /** Entities (streams) acted on. */
+  entities: number;
+  /** Dead letters changed (an entity's failed event and those parked behind it). */
+  events: number;
+  /** The last stream acted on, in name order; null when none. */
+  last: string | null;
+  /** True when no matching entity is left after `last` (false when the limit stopped it). */
+  done: boolean;
+}
+
 export interface DeadLetterAdmin {
   /** Active entries (parked or retrying) in position order; `all` includes resolved and skipped ones. */
   list(consumer: string, options?: DeadLetterListOptions): Promise<DeadLetter[]>;
@@ -198,4 +310,12 @@ export interface DeadLetterAdmin {
   retry(consumer: string, selector: DeadLetterSelector): Promise<number>;
   /** Discards the entity's parked events, recording who skipped them. Returns how many. */
   skip(consumer: string, selector: DeadLetterSelector, options?: DeadLetterSkipOptions): Promise<number>;
+  /**
+   * `retry` for many entities: every entity with a parked dead letter, or those whose error matches,
+   * up to `limit`, in pages (bounded memory whatever their number). Each entity's events are
+   * redelivered in their original order.
+   */
+  retryMany(consumer: string, options?: DeadLetterBulkOptions): Promise<DeadLetterBulkResult>;
+  /** `skip` for many entities, as `retryMany` selects them. */
+  skipMany(consumer: string, options?: DeadLetterBulkSkipOptions): Promise<DeadLetterBulkResult>;
 }

@@ -4,6 +4,7 @@ import { canonicalJson, isPlainJson, jsonProblem, type JsonObject, type JsonValu
 import { MAX_CONSUMER_NAME_LENGTH, MAX_STREAM_LENGTH, MAX_TYPE_LENGTH, type StoreLimits } from './limits.js';
 import { validateSchemaVersion } from './upcasters.js';
 import { normalizeUuid, uuidv7 } from './uuid.js';
+import { activeTraceparent } from './tracing.js';
 
 /** An event that passed validation, with its JSON text computed once for storage and comparison. */
 export interface PreparedEvent {
@@ -168,6 +169,8 @@ export function prepareAppend(stream: unknown, events: unknown, limits: StoreLim
   }
   const ids = n > 1 ? new Set<string>() : null;
   const out: PreparedEvent[] = [];
+  // The append's trace, recorded on each event that does not carry one already.
+  const traceparent = activeTraceparent();
   // UTF-8 takes at most 3 bytes per UTF-16 code unit: texts shorter than this are within the limit.
   const safeChars = Math.floor(limits.maxEventBytes / 3);
   for (let i = 0; i < n; i++) {
@@ -202,7 +205,7 @@ export function prepareAppend(stream: unknown, events: unknown, limits: StoreLim
       throw new InvalidInputError(`events[${i}].data`, 'is required (use null for none)');
     }
     requirePlainJson(data, i, 'data');
-    const metadata = e.metadata ?? {};
+    let metadata = e.metadata ?? {};
     if (metadata === null || typeof metadata !== 'object' || Array.isArray(metadata)) {
       throw new InvalidInputError(`events[${i}].metadata`, 'must be a JSON object');
     }
@@ -210,8 +213,10 @@ export function prepareAppend(stream: unknown, events: unknown, limits: StoreLim
     if (metadata.schemaVersion !== undefined) {
       validateSchemaVersion(metadata.schemaVersion, `events[${i}].metadata.schemaVersion`);
     }
+    const traced = traceparent !== undefined && metadata.traceparent === undefined;
+    if (traced) metadata = { ...metadata, traceparent };
     const dataJson = JSON.stringify(data);
-    const metadataJson = e.metadata === undefined ? EMPTY_OBJECT_JSON : JSON.stringify(metadata);
+    const metadataJson = e.metadata === undefined && !traced ? EMPTY_OBJECT_JSON : JSON.stringify(metadata);
     if (dataJson.length + metadataJson.length > safeChars) {
       const size = Buffer.byteLength(dataJson) + Buffer.byteLength(metadataJson);
       if (size > limits.maxEventBytes) throw new TooLargeError(`events[${i}]`, size, limits.maxEventBytes);
@@ -223,5 +228,15 @@ export function prepareAppend(stream: unknown, events: unknown, limits: StoreLim
 
 /** The text that decides whether a re-appended id carries "the same content". */
 export function contentKey(type: string, data: JsonValue, metadata: JsonObject): string {
-  return `${type}\u0000${canonicalJson(data)}\u0000${canonicalJson(metadata)}`;
+  return `${type}\u0000${canonicalJson(data)}\u0000${canonicalJson(withoutTrace(metadata))}`;
+}
+
+/**
+ * The metadata without `traceparent`: the trace an append ran in is not the event's content, so a
+ * retry from another trace (a command handled again) is still the same append.
+ */
+function withoutTrace(metadata: JsonObject): JsonObject {
+  if (metadata.traceparent === undefined) return metadata;
+  const { traceparent: _trace, ...rest } = metadata;
+  return rest;
 }

@@ -28,6 +28,7 @@ import {
   type ScannedPage,
 } from '../subscriptions/subscriptionSource.js';
 import { MemorySubscriptionState } from './subscriptionState.js';
+import { eventCount, traceAppend } from '../core/tracing.js';
 
 export interface MemoryStoreOptions {
   /** Input limits; unset fields keep their defaults. */
@@ -72,7 +73,7 @@ export class MemoryEventStore implements EventStore {
   }
 
   async append(stream: string, events: NewEvent[], options: AppendOptions = {}): Promise<AppendResult> {
-    return this.appendNow(stream, events, options);
+    return traceAppend(stream, eventCount(events), async () => this.appendNow(stream, events, options));
   }
 
   private appendNow(stream: string, events: NewEvent[], options: AppendOptions): AppendResult {

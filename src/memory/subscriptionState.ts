@@ -1,16 +1,21 @@
 import type { RecordedEvent } from '../core/event.js';
 import { sameFilter, type EventFilter } from '../core/filter.js';
-import type { DeadLetterSelector, DeadLetterStatus, FailureInfo } from '../core/subscription.js';
+import { redriveDelayMs } from '../core/parkInfo.js';
+import type { DeadLetterStatus, FailureInfo, PauseReason } from '../core/subscription.js';
 import type {
   AckResult,
   AcquireResult,
   AdminResult,
+  BackendSelector,
   ConsumerRecord,
   DeadLetterRecord,
+  DeadLetterStreamQuery,
   Fenced,
   ForceReleaseResult,
   ParkRequest,
+  NewPause,
   ParkResult,
+  PauseResult,
   RegisterResult,
   RenewResult,
   SubscriptionStateBackend,
@@ -51,6 +56,7 @@ export class MemorySubscriptionState implements SubscriptionStateBackend {
       status: 'stopped',
       lastError: null,
       failedEvent: null,
+      pause: null,
       createdAt: at,
       updatedAt: at,
     };
@@ -77,7 +83,7 @@ export class MemorySubscriptionState implements SubscriptionStateBackend {
     const row = this.owned(name, epoch);
     if ('reason' in row) return ok(row);
     row.leaseExpiresAt = new Date(this.now() + ttlMs).toISOString();
-    return ok({ ok: true, leaseExpiresAt: row.leaseExpiresAt });
+    return ok({ ok: true, leaseExpiresAt: row.leaseExpiresAt, pause: clone(row.pause) });
   }
 
   release(name: string, epoch: number, failure?: FailureInfo): Promise<WriteResult> {
@@ -136,6 +142,11 @@ export class MemorySubscriptionState implements SubscriptionStateBackend {
       return ok({ ok: true, parked: true, record: clone(record) });
     }
     const behind = earlier[0]?.event.id ?? null;
+    const redrives = existing?.redrives ?? 0;
+    const redriveAt =
+      request.redrive && redrives < request.redrive.max
+        ? new Date(this.now() + redriveDelayMs(request.redrive, redrives)).toISOString()
+        : null;
     for (const l of sameStream) {
       if (l.event.position <= event.position) continue;
       if (l.status === 'retrying') l.status = 'parked';
@@ -149,14 +160,27 @@ export class MemorySubscriptionState implements SubscriptionStateBackend {
       existing.error = clone(request.error);
       existing.attempts = request.attempts;
       existing.behind = behind;
+      existing.redriveAt = redriveAt;
       existing.skippedAt = null;
       existing.skippedBy = null;
       record = existing;
     } else {
-      record = this.newRecord(name, event, request, 'parked', behind);
+      record = { ...this.newRecord(name, event, request, 'parked', behind), redriveAt };
       letters.set(event.id, record);
     }
     return ok({ ok: true, parked: true, record: clone(record) });
+  }
+
+  setPause(name: string, pause: NewPause | null, onlyFrom?: PauseReason | null): Promise<PauseResult> {
+    const row = this.consumers.get(name);
+    if (!row) return ok({ ok: false, reason: 'not_found' });
+    const current = row.pause?.reason ?? null;
+    const applies = (onlyFrom === undefined || onlyFrom === current) && (pause?.reason ?? null) !== current;
+    if (applies) {
+      row.pause = pause && { reason: pause.reason, since: this.iso(), by: pause.by };
+      row.updatedAt = this.iso();
+    }
+    return ok({ ok: true, changed: applies, pause: clone(row.pause) });
   }
 
   get(name: string): Promise<ConsumerRecord | null> {
@@ -231,7 +255,18 @@ export class MemorySubscriptionState implements SubscriptionStateBackend {
     return ok([...set]);
   }
 
-  retry(name: string, selector: DeadLetterSelector): Promise<number> {
+  deadLetterStreams(name: string, query: DeadLetterStreamQuery): Promise<string[]> {
+    const set = new Set<string>();
+    for (const l of this.letters.get(name)?.values() ?? []) {
+      if (query.statuses === 'parked' ? l.status !== 'parked' : !isActive(l.status)) continue;
+      if (query.after !== null && l.event.stream <= query.after) continue;
+      if (query.error !== undefined && !errorMatches(l.error, query.error)) continue;
+      set.add(l.event.stream);
+    }
+    return ok([...set].sort(byCodeUnits).slice(0, query.limit));
+  }
+
+  retry(name: string, selector: BackendSelector): Promise<number> {
     let n = 0;
     for (const l of this.selected(name, selector)) {
       if (l.status === 'parked') {
@@ -242,7 +277,7 @@ export class MemorySubscriptionState implements SubscriptionStateBackend {
     return ok(n);
   }
 
-  skip(name: string, selector: DeadLetterSelector, by: string): Promise<number> {
+  skip(name: string, selector: BackendSelector, by: string): Promise<number> {
     const at = this.iso();
     let n = 0;
     for (const l of this.selected(name, selector)) {
@@ -256,9 +291,33 @@ export class MemorySubscriptionState implements SubscriptionStateBackend {
     return ok(n);
   }
 
-  private selected(name: string, selector: DeadLetterSelector): DeadLetterRecord[] {
+  redriveDue(name: string): Promise<number> {
+    const letters = [...(this.letters.get(name)?.values() ?? [])];
+    const now = this.now();
+    const due = new Set<string>();
+    for (const l of letters) {
+      if (l.status !== 'parked' || l.redriveAt === null || Date.parse(l.redriveAt) > now) continue;
+      l.redrives++;
+      l.redriveAt = null;
+      due.add(l.event.stream);
+    }
+    let n = 0;
+    for (const l of letters) {
+      if (l.status === 'parked' && due.has(l.event.stream)) {
+        l.status = 'retrying';
+        n++;
+      }
+    }
+    return ok(n);
+  }
+
+  private selected(name: string, selector: BackendSelector): DeadLetterRecord[] {
     const letters = this.letters.get(name);
     if (!letters) return [];
+    if ('streams' in selector) {
+      const streams = new Set(selector.streams);
+      return [...letters.values()].filter((l) => streams.has(l.event.stream));
+    }
     const stream = 'stream' in selector ? selector.stream : letters.get(selector.id)?.event.stream;
     if (stream === undefined) return [];
     return [...letters.values()].filter((l) => l.event.stream === stream);
@@ -279,6 +338,8 @@ export class MemorySubscriptionState implements SubscriptionStateBackend {
       attempts: request.attempts,
       status,
       behind,
+      redrives: 0,
+      redriveAt: null,
       parkedAt: this.iso(),
       skippedBy: null,
       skippedAt: null,
@@ -305,6 +366,17 @@ export class MemorySubscriptionState implements SubscriptionStateBackend {
   private iso(): string {
     return new Date(this.now()).toISOString();
   }
+}
+
+/** Stream-name order, by UTF-16 code units. */
+function byCodeUnits(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+/** The bulk operations' error match: code or name equal, or the message containing the text. */
+export function errorMatches(error: DeadLetterRecord['error'], text: string): boolean {
+  if (!error) return false;
+  return error.code === text || error.name === text || error.message.includes(text);
 }
 
 function ok<T>(value: T): Promise<T> {

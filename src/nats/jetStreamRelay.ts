@@ -267,6 +267,8 @@ class Relay implements JetStreamRelay {
           this.settleWaiters();
           continue;
         }
+        // A paused relay consumer simply receives nothing until it is resumed.
+        if (msg.kind === 'paused') continue;
         const pending: Pending[] = [];
         let through = 0;
         try {

@@ -73,6 +73,7 @@ interface NamedQuery {
   name?: string;
   text: string;
 }
+import { eventCount, traceAppend } from '../core/tracing.js';
 
 export interface PostgresStoreOptions {
   /** A PostgreSQL URL; the store makes (and on close ends) its own pool. Give this or `pool`. */
@@ -105,6 +106,7 @@ export interface PostgresStoreOptions {
    * mode before 1.21, or without `max_prepared_statements`). @default true
    */
   preparedStatements?: boolean;
+  /**
    * Crypto-shredding: the data of events whose `subject(event)` is not null is stored encrypted
    * (AES-256-GCM, one key per subject, in the schema's `subject_keys` table unless `keys` is given)
    * and decrypted on every read; `store.shred(subject)` deletes the key. See docs/data-lifecycle.md.
@@ -211,7 +213,11 @@ export class PostgresEventStore implements EventStore {
     this.deadLetters = this.subscriptions.deadLetters;
   }
 
-  async append(stream: string, events: NewEvent[], options: AppendOptions = {}): Promise<AppendResult> {
+  append(stream: string, events: NewEvent[], options: AppendOptions = {}): Promise<AppendResult> {
+    return traceAppend(stream, eventCount(events), () => this.appendNow(stream, events, options));
+  }
+
+  private async appendNow(stream: string, events: NewEvent[], options: AppendOptions): Promise<AppendResult> {
     this.assertOpen();
     if (this.cipher) {
       validateStreamName(stream);

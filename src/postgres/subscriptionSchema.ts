@@ -57,4 +57,24 @@ export const SUBSCRIPTION_MIGRATIONS: PostgresMigration[] = [
       );
     `,
   },
+  {
+    // A consumer's pause: its reason (null while not paused), since when, and by whom.
+    version: 7,
+    name: 'consumer pause',
+    sql: (s) => `
+      ALTER TABLE ${s}.consumers ADD COLUMN pause_reason text;
+      ALTER TABLE ${s}.consumers ADD COLUMN paused_at timestamptz;
+      ALTER TABLE ${s}.consumers ADD COLUMN paused_by text;
+    `,
+  },
+  {
+    // Automatic redrive of dead letters: how many were done, and when the next is due.
+    version: 8,
+    name: 'dead-letter redrive',
+    sql: (s) => `
+      ALTER TABLE ${s}.dead_letters ADD COLUMN redrives integer NOT NULL DEFAULT 0;
+      ALTER TABLE ${s}.dead_letters ADD COLUMN redrive_at timestamptz;
+      CREATE INDEX dead_letters_redrive ON ${s}.dead_letters (consumer, redrive_at) WHERE redrive_at IS NOT NULL;
+    `,
+  },
 ];

@@ -3,18 +3,23 @@ import { randomUUID } from 'node:crypto';
 import type { Pool } from 'pg';
 import type { RecordedEvent } from '../core/event.js';
 import { isoTime } from '../core/isoTime.js';
+import { redriveDelayMs } from '../core/parkInfo.js';
 import { filterKey, type EventFilter } from '../core/filter.js';
-import type { DeadLetterSelector, DeadLetterStatus, FailureInfo } from '../core/subscription.js';
+import type { ConsumerPause, DeadLetterStatus, FailureInfo, PauseReason } from '../core/subscription.js';
 import type {
   AckResult,
   AcquireResult,
   AdminResult,
+  BackendSelector,
   ConsumerRecord,
   DeadLetterRecord,
+  DeadLetterStreamQuery,
   Fenced,
   ForceReleaseResult,
   ParkRequest,
+  NewPause,
   ParkResult,
+  PauseResult,
   RegisterResult,
   RenewResult,
   StoredConsumerStatus,
@@ -35,10 +40,15 @@ interface ConsumerRow {
   status: StoredConsumerStatus;
   last_error: ConsumerRecord['lastError'];
   failed_event: ConsumerRecord['failedEvent'];
+  pause_reason: PauseReason | null;
+  paused_at: Date | null;
+  paused_by: string | null;
   created_at: Date;
   updated_at: Date;
   parked: string;
 }
+
+type PauseColumns = Pick<ConsumerRow, 'pause_reason' | 'paused_at' | 'paused_by'>;
 
 interface LetterRow {
   consumer: string;
@@ -49,6 +59,8 @@ interface LetterRow {
   attempts: number;
   status: DeadLetterStatus;
   behind: string | null;
+  redrives: number;
+  redrive_at: Date | null;
   parked_at: Date;
   skipped_by: string | null;
   skipped_at: Date | null;
@@ -120,11 +132,15 @@ export class PostgresSubscriptionState implements SubscriptionStateBackend {
   }
 
   async renew(name: string, epoch: number, ttlMs: number): Promise<RenewResult> {
-    const rows = await this.query<{ lease_expires_at: Date }>(
-      `UPDATE ${this.c} SET lease_expires_at = ${TTL('$3')} WHERE name = $1 AND epoch = $2 RETURNING lease_expires_at`,
+    const rows = await this.query<{ lease_expires_at: Date } & PauseColumns>(
+      `UPDATE ${this.c} SET lease_expires_at = ${TTL('$3')} WHERE name = $1 AND epoch = $2
+       RETURNING lease_expires_at, pause_reason, paused_at, paused_by`,
       [name, epoch, ttlMs],
     );
-    return rows[0] ? { ok: true, leaseExpiresAt: isoTime(rows[0].lease_expires_at) } : this.fenced(name);
+    const row = rows[0];
+    return row
+      ? { ok: true, leaseExpiresAt: isoTime(row.lease_expires_at), pause: toPause(row) }
+      : this.fenced(name);
   }
 
   async release(name: string, epoch: number, failure?: FailureInfo): Promise<WriteResult> {
@@ -184,6 +200,7 @@ export class PostgresSubscriptionState implements SubscriptionStateBackend {
         )
       )[0];
       let status: DeadLetterStatus = 'parked';
+      let redriveMs: number | null = null;
       if (request.mode === 'behind') {
         if (existing && (existing.status === 'parked' || existing.status === 'retrying')) {
           return { ok: true, parked: true, record: toRecord(existing) };
@@ -201,12 +218,17 @@ export class PostgresSubscriptionState implements SubscriptionStateBackend {
            WHERE consumer = $1 AND stream = $2 AND ${ACTIVE} AND position > $3`,
           [name, event.stream, event.position, first ? null : event.id],
         );
+        const redrives = existing?.redrives ?? 0;
+        if (request.redrive && redrives < request.redrive.max)
+          redriveMs = redriveDelayMs(request.redrive, redrives);
       }
       const rows = await q<LetterRow>(
-        `INSERT INTO ${this.d} (consumer, event_id, stream, position, event, reason, error, attempts, status, behind)
-         VALUES ($1, $2, $3, $4, $5::json, $6, $7::jsonb, $8, $9, $10)
+        `INSERT INTO ${this.d} (consumer, event_id, stream, position, event, reason, error, attempts, status, behind, redrive_at)
+         VALUES ($1, $2, $3, $4, $5::json, $6, $7::jsonb, $8, $9, $10,
+                 now() + $11::double precision * interval '1 millisecond')
          ON CONFLICT (consumer, event_id) DO UPDATE SET reason = excluded.reason, error = excluded.error,
-           attempts = excluded.attempts, status = excluded.status, behind = excluded.behind, skipped_by = NULL, skipped_at = NULL
+           attempts = excluded.attempts, status = excluded.status, behind = excluded.behind,
+           redrive_at = excluded.redrive_at, skipped_by = NULL, skipped_at = NULL
          RETURNING *`,
         [
           name,
@@ -219,10 +241,35 @@ export class PostgresSubscriptionState implements SubscriptionStateBackend {
           request.attempts,
           status,
           first?.event_id ?? null,
+          redriveMs,
         ],
       );
       return { ok: true, parked: true, record: toRecord(rows[0]!) };
     });
+  }
+
+  async setPause(name: string, pause: NewPause | null, onlyFrom?: PauseReason | null): Promise<PauseResult> {
+    // One statement: the row as it was (FOR UPDATE), and the update when it applies. Repeating it
+    // after a connection fault finds the change made and reports it unchanged.
+    const rows = await this.query<PauseColumns & { changed: boolean }>(
+      `WITH old AS (SELECT name, pause_reason FROM ${this.c} WHERE name = $1 FOR UPDATE),
+       upd AS (
+         UPDATE ${this.c} c SET pause_reason = $2, paused_at = CASE WHEN $2::text IS NULL THEN NULL ELSE now() END,
+           paused_by = $3, updated_at = now()
+         FROM old WHERE c.name = old.name
+           AND old.pause_reason IS DISTINCT FROM $2::text
+           AND ($4::boolean OR old.pause_reason IS NOT DISTINCT FROM $5::text)
+         RETURNING c.pause_reason, c.paused_at, c.paused_by)
+       SELECT p.pause_reason, p.paused_at, p.paused_by, p.changed FROM (
+         SELECT pause_reason, paused_at, paused_by, true AS changed FROM upd
+         UNION ALL
+         SELECT c.pause_reason, c.paused_at, c.paused_by, false FROM ${this.c} c
+           WHERE c.name = $1 AND NOT EXISTS (SELECT 1 FROM upd)) p`,
+      [name, pause?.reason ?? null, pause?.by ?? null, onlyFrom === undefined, onlyFrom ?? null],
+    );
+    const row = rows[0];
+    if (!row) return { ok: false, reason: 'not_found' };
+    return { ok: true, changed: row.changed, pause: toPause(row) };
   }
 
   async get(name: string): Promise<ConsumerRecord | null> {
@@ -316,26 +363,57 @@ export class PostgresSubscriptionState implements SubscriptionStateBackend {
     return rows.map((r) => r.stream);
   }
 
-  async retry(name: string, selector: DeadLetterSelector): Promise<number> {
+  async deadLetterStreams(name: string, query: DeadLetterStreamQuery): Promise<string[]> {
+    const status = query.statuses === 'parked' ? `status = 'parked'` : ACTIVE;
+    const match =
+      query.error === undefined
+        ? ''
+        : ` AND (error->>'code' = $4 OR error->>'name' = $4 OR strpos(error->>'message', $4) > 0)`;
+    const rows = await this.query<{ stream: string }>(
+      `SELECT DISTINCT stream FROM ${this.d}
+        WHERE consumer = $1 AND ${status} AND ($2::text IS NULL OR stream > $2::text)${match}
+        ORDER BY stream LIMIT $3`,
+      query.error === undefined
+        ? [name, query.after, query.limit]
+        : [name, query.after, query.limit, query.error],
+    );
+    return rows.map((r) => r.stream);
+  }
+
+  async retry(name: string, selector: BackendSelector): Promise<number> {
     const rows = await this.query(
-      `UPDATE ${this.d} SET status = 'retrying' WHERE consumer = $1 AND stream = ${this.selectedStream()} AND status = 'parked' RETURNING 1`,
-      [name, 'stream' in selector ? selector.stream : null, 'id' in selector ? selector.id : null],
+      `UPDATE ${this.d} SET status = 'retrying' WHERE consumer = $1 AND stream = ANY(${this.selectedStreams()}) AND status = 'parked' RETURNING 1`,
+      [name, ...selectorParams(selector)],
     );
     return rows.length;
   }
 
-  async skip(name: string, selector: DeadLetterSelector, by: string): Promise<number> {
+  async skip(name: string, selector: BackendSelector, by: string): Promise<number> {
     const rows = await this.query(
       `UPDATE ${this.d} SET status = 'skipped', skipped_by = $4, skipped_at = now()
-       WHERE consumer = $1 AND stream = ${this.selectedStream()} AND ${ACTIVE} RETURNING 1`,
-      [name, 'stream' in selector ? selector.stream : null, 'id' in selector ? selector.id : null, by],
+       WHERE consumer = $1 AND stream = ANY(${this.selectedStreams()}) AND ${ACTIVE} RETURNING 1`,
+      [name, ...selectorParams(selector), by],
     );
     return rows.length;
   }
 
-  /** The selected stream: `$2`, or the stream of the row of event `$3`. */
-  private selectedStream(): string {
-    return `coalesce($2::text, (SELECT l.stream FROM ${this.d} l WHERE l.consumer = $1 AND l.event_id = $3::text))`;
+  async redriveDue(name: string): Promise<number> {
+    const rows = await this.query(
+      `UPDATE ${this.d}
+          SET status = 'retrying',
+              redrives = redrives + (redrive_at IS NOT NULL AND redrive_at <= now())::int,
+              redrive_at = CASE WHEN redrive_at <= now() THEN NULL ELSE redrive_at END
+        WHERE consumer = $1 AND status = 'parked' AND stream IN (
+          SELECT stream FROM ${this.d} WHERE consumer = $1 AND redrive_at <= now() AND status = 'parked')
+        RETURNING 1`,
+      [name],
+    );
+    return rows.length;
+  }
+
+  /** The selected streams: `$2`, or the stream of the row of event `$3`. */
+  private selectedStreams(): string {
+    return `coalesce($2::text[], ARRAY(SELECT l.stream FROM ${this.d} l WHERE l.consumer = $1 AND l.event_id = $3::text))`;
   }
 
   private ownLease(
@@ -408,6 +486,13 @@ export class PostgresSubscriptionState implements SubscriptionStateBackend {
 
 type Query = <R extends object = Record<string, unknown>>(sql: string, params?: unknown[]) => Promise<R[]>;
 
+/** `$2` (the streams) and `$3` (an event id) of `selectedStreams`. */
+function selectorParams(selector: BackendSelector): [string[] | null, string | null] {
+  if ('streams' in selector) return [[...selector.streams], null];
+  if ('stream' in selector) return [[selector.stream], null];
+  return [null, selector.id];
+}
+
 function iso(d: Date | null): string | null {
   return d === null ? null : isoTime(d);
 }
@@ -424,9 +509,15 @@ function toState(row: ConsumerRow): ConsumerRecord {
     lastError: row.last_error,
     failedEvent: row.failed_event,
     parked: Number(row.parked),
+    pause: toPause(row),
     createdAt: isoTime(row.created_at),
     updatedAt: isoTime(row.updated_at),
   };
+}
+
+function toPause(row: PauseColumns): ConsumerPause | null {
+  if (row.pause_reason === null) return null;
+  return { reason: row.pause_reason, since: iso(row.paused_at) ?? '', by: row.paused_by };
 }
 
 function toRecord(row: LetterRow): DeadLetterRecord {
@@ -438,6 +529,8 @@ function toRecord(row: LetterRow): DeadLetterRecord {
     attempts: row.attempts,
     status: row.status,
     behind: row.behind,
+    redrives: row.redrives,
+    redriveAt: iso(row.redrive_at),
     parkedAt: isoTime(row.parked_at),
     skippedBy: row.skipped_by,
     skippedAt: iso(row.skipped_at),

@@ -1,8 +1,10 @@
 /** What the route modules share: the store, the limits, the metrics, and the request's principal. */
+import type { ConsumerTarget } from '../core/consumerTarget.js';
 import type { EventStore } from '../core/eventStore.js';
 import type { StoreLimits } from '../core/limits.js';
+import type { LagHistory } from './lagHistory.js';
 import type { ServerMetrics } from './metrics.js';
-import type { Principal, Scope } from './tokens.js';
+import type { Principal, Scope, TokenRegistry } from './tokens.js';
 
 /** Server-side limits. Each can be changed through `ServerOptions.limits`. */
 export interface ServerLimits extends StoreLimits {
@@ -54,6 +56,10 @@ export interface RouteContext {
   store: EventStore;
   limits: ServerLimits;
   metrics: ServerMetrics;
+  tokens: TokenRegistry;
+  lagHistory: LagHistory;
+  /** The consumers' target whose effect outbox `/v1/effects` shows, when the server was given one. */
+  effectsTarget: ConsumerTarget<unknown> | null;
 }
 
 declare module 'fastify' {
@@ -64,5 +70,7 @@ declare module 'fastify' {
   interface FastifyContextConfig {
     /** The scope a route requires; routes without one (health, dashboard) are open. */
     scope?: Scope;
+    /** A route without a scope that still needs a valid token when tokens are configured (any scope). */
+    authenticate?: boolean;
   }
 }

@@ -6,6 +6,7 @@ import type { Registry } from 'prom-client';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyServerOptions } from 'fastify';
 import { IdemError, InvalidInputError } from '../core/errors.js';
 import { checkKnownKeys, type KnownKeys } from '../core/knownKeys.js';
+import type { ConsumerTarget } from '../core/consumerTarget.js';
 import type { EventStore } from '../core/eventStore.js';
 import { errorFor, requireScope } from './access.js';
 import { DEFAULT_SERVER_LIMITS, type RouteContext, type ServerLimits } from './context.js';
@@ -13,6 +14,8 @@ import { clientErrorHandler, errorBody, rawErrorResponse, statusForCode, toIdemE
 import { nestsDeeperThan } from './jsonDepth.js';
 import { OriginPolicy } from './origins.js';
 import { ServerMetrics } from './metrics.js';
+import { LagHistory } from './lagHistory.js';
+import { registerConsoleRoutes } from './routes/consoleRoutes.js';
 import { registerConsumerRoutes } from './routes/consumerRoutes.js';
 import { registerOpsRoutes } from './routes/opsRoutes.js';
 import { registerStreamRoutes } from './routes/streamRoutes.js';
@@ -50,6 +53,16 @@ export interface ServerOptions {
    * without tokens, a loopback one. @default []
    */
   allowedOrigins?: readonly string[];
+  /**
+   * How often the server samples every consumer's lag for the dashboard's one-hour chart, in ms
+   * (100 to 600000). The samples live in memory. @default 15000
+   */
+  lagSampleMs?: number;
+  /**
+   * The consumers' target (`sqliteTarget`, `postgresTarget`) whose effect outbox `/v1/effects` and
+   * the dashboard show. Without it those answer `not_found`. The server does not close it.
+   */
+  effectsTarget?: ConsumerTarget<unknown>;
 }
 
 export const SERVER_OPTION_KEYS = {
@@ -63,6 +76,8 @@ export const SERVER_OPTION_KEYS = {
   metricsRegistries: true,
   migrationStatus: true,
   allowedOrigins: true,
+  lagSampleMs: true,
+  effectsTarget: true,
 } as const satisfies KnownKeys<ServerOptions>;
 
 export interface IdemServer {
@@ -99,7 +114,19 @@ export async function createServer(options: ServerOptions): Promise<IdemServer> 
     options.tokens instanceof TokenRegistry ? options.tokens : new TokenRegistry(options.tokens ?? []);
   const origins = new OriginPolicy(tokens.enabled, options.allowedOrigins);
   const metrics = new ServerMetrics(options.metricsRegistries ?? []);
-  const ctx: RouteContext = { store, limits, metrics };
+  const lagSampleMs = options.lagSampleMs ?? 15_000;
+  if (!Number.isSafeInteger(lagSampleMs) || lagSampleMs < 100 || lagSampleMs > 600_000)
+    throw new InvalidInputError('lagSampleMs', 'must be an integer from 100 to 600000');
+  // Called only once the app below exists (sampling starts after the routes are registered).
+  const lagHistory = new LagHistory(store, lagSampleMs, (err) => app.log.warn({ err }, 'lag sample failed'));
+  const ctx: RouteContext = {
+    store,
+    limits,
+    metrics,
+    tokens,
+    lagHistory,
+    effectsTarget: options.effectsTarget ?? null,
+  };
   const heartbeatMs = options.heartbeatMs ?? 3000;
   const silenceMs = options.silenceMs ?? 10_000;
   const connections = new Set<SubscriptionConnection>();
@@ -184,9 +211,9 @@ export async function createServer(options: ServerOptions): Promise<IdemServer> 
           .send();
       }
     }
-    const scope = req.routeOptions.config.scope;
+    const { scope, authenticate } = req.routeOptions.config;
     if (scope === undefined) {
-      req.principal = ANONYMOUS;
+      req.principal = authenticate ? tokens.authenticate(req.headers.authorization) : ANONYMOUS;
       return;
     }
     req.principal = tokens.authenticate(req.headers.authorization);
@@ -250,6 +277,8 @@ export async function createServer(options: ServerOptions): Promise<IdemServer> 
   registerStreamRoutes(app, ctx);
   registerConsumerRoutes(app, ctx);
   registerOpsRoutes(app, ctx, options.migrationStatus);
+  registerConsoleRoutes(app, ctx);
+  lagHistory.start();
 
   return {
     app,
@@ -258,6 +287,7 @@ export async function createServer(options: ServerOptions): Promise<IdemServer> 
     close() {
       closing ??= (async () => {
         await Promise.all([...connections].map((c) => c.shutdown()));
+        await lagHistory.stop();
         await app.close();
         if (options.closeStore) await store.close();
       })();

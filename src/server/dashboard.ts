@@ -1,38 +1,42 @@
-/** The page served at `/`: a small, honest overview that reads the JSON API from the browser. */
-export function dashboardHtml(): string {
-  return `<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>idem</title>
-<style>body{font:14px system-ui,sans-serif;margin:2em;color:#222}table{border-collapse:collapse}
-td,th{padding:.3em .8em;border-bottom:1px solid #ddd;text-align:left}code{background:#f4f4f4;padding:0 .3em}</style>
-</head><body>
-<h1>idem</h1>
-<p>Event store server. API under <code>/v1</code>, metrics at <a href="/metrics">/metrics</a>, health at <a href="/health">/health</a>.
-Protocol: see <code>docs/protocol.md</code>.</p>
-<p id="head">Head position: …</p>
-<h2>Consumers</h2>
-<table><thead><tr><th>name</th><th>status</th><th>position</th><th>lag</th><th>parked</th><th>owner</th></tr></thead>
-<tbody id="consumers"><tr><td colspan="6">loading…</td></tr></tbody></table>
-<script>
-async function load() {
-  const tbody = document.getElementById('consumers');
-  try {
-    const h = await fetch('/health').then((r) => r.json());
-    document.getElementById('head').textContent = 'Head position: ' + (h.store.head ?? '?') + ' — status: ' + h.status;
-    const r = await fetch('/v1/consumers');
-    if (!r.ok) { tbody.innerHTML = '<tr><td colspan="6">consumers: HTTP ' + r.status + ' (a token is needed)</td></tr>'; return; }
-    const { consumers } = await r.json();
-    tbody.replaceChildren(...consumers.map((c) => {
-      const tr = document.createElement('tr');
-      for (const v of [c.name, c.status, c.position, c.lag, c.parked, c.owner ?? '']) {
-        const td = document.createElement('td'); td.textContent = String(v); tr.append(td);
-      }
-      return tr;
-    }));
-    if (consumers.length === 0) tbody.innerHTML = '<tr><td colspan="6">no consumers</td></tr>';
-  } catch (e) { tbody.innerHTML = '<tr><td colspan="6">error: ' + String(e).replace(/</g, '&lt;') + '</td></tr>'; }
+/**
+ * The dashboard at `/`: three static files from the package's `dashboard/` folder (a page, a script,
+ * a style sheet), read once and served by the server itself. The page loads nothing from elsewhere,
+ * and its Content-Security-Policy lets it load nothing but these files and call nothing but this server.
+ */
+import { readFileSync } from 'node:fs';
+
+export interface DashboardFile {
+  body: string;
+  type: string;
 }
-load(); setInterval(load, 5000);
-</script>
-</body></html>
-`;
+
+/** `src/server` and `dist/server` both sit two folders below the package root. */
+const ROOT = new URL('../../dashboard/', import.meta.url);
+
+export const DASHBOARD_FILES: Record<string, { file: string; type: string }> = {
+  '/': { file: 'index.html', type: 'text/html; charset=utf-8' },
+  '/dashboard/app.js': { file: 'app.js', type: 'text/javascript; charset=utf-8' },
+  '/dashboard/app.css': { file: 'app.css', type: 'text/css; charset=utf-8' },
+};
+
+export const DASHBOARD_HEADERS: Record<string, string> = {
+  'content-security-policy':
+    "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; " +
+    "base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+  'x-content-type-options': 'nosniff',
+  'referrer-policy': 'no-referrer',
+  'cache-control': 'no-cache',
+};
+
+const cache = new Map<string, DashboardFile>();
+
+/** The file served at `path`, read on first use. */
+export function dashboardFile(path: string): DashboardFile {
+  let f = cache.get(path);
+  if (!f) {
+    const spec = DASHBOARD_FILES[path]!;
+    f = { body: readFileSync(new URL(spec.file, ROOT), 'utf8'), type: spec.type };
+    cache.set(path, f);
+  }
+  return f;
 }

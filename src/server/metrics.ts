@@ -3,11 +3,14 @@ import { Counter, Gauge, Registry } from 'prom-client';
 import type { AppendResult } from '../core/event.js';
 import type { EventStore } from '../core/eventStore.js';
 import type { ConsumerStatus } from '../core/subscription.js';
+import { ConsumerReports } from './consumerReports.js';
 
-const STATUSES: readonly ConsumerStatus[] = ['running', 'idle', 'stopped', 'failed'];
+const STATUSES: readonly ConsumerStatus[] = ['running', 'idle', 'stopped', 'failed', 'paused'];
 
 export class ServerMetrics {
   readonly registry = new Registry();
+  /** What remote consumers report over their WebSocket, rendered beside the rest. */
+  readonly reports = new ConsumerReports();
   /** Further registries rendered on /metrics too, e.g. consumers' (`createConsumer({ metrics: { registry } })`). */
   constructor(private readonly extra: readonly Registry[] = []) {}
 
@@ -122,8 +125,11 @@ export class ServerMetrics {
       for (const s of STATUSES)
         this.consumerStatus.set({ consumer: c.name, status: s }, c.status === s ? 1 : 0);
     }
-    if (this.extra.length === 0) return this.registry.metrics();
-    return Registry.merge([this.registry, ...this.extra]).metrics();
+    const text =
+      this.extra.length === 0
+        ? await this.registry.metrics()
+        : await Registry.merge([this.registry, ...this.extra]).metrics();
+    return this.reports.render(text);
   }
 
   get contentType(): string {

@@ -3,6 +3,7 @@
  * `InvalidInputError` naming the first offending field; the store then applies its own full checks.
  */
 import { z } from 'zod';
+import { LATENCY_BUCKETS, MONITOR_COUNTERS } from '../core/consumerMonitors.js';
 import { InvalidInputError } from '../core/errors.js';
 import { clip } from './clip.js';
 
@@ -52,12 +53,28 @@ export const resetBodySchema = z.strictObject(
   { error: 'must be a JSON object { position }' },
 );
 
+export const pauseBodySchema = z.strictObject(
+  { by: shortText(200).optional() },
+  { error: 'must be a JSON object { by? }' },
+);
+
+const bulkFields = {
+  limit: z.number().int().min(1).max(1_000_000).optional(),
+  after: shortText(200).optional(),
+  by: shortText(200).optional(),
+};
+
 export const selectorBodySchema = z.union(
   [
     z.strictObject({ stream: shortText(200), by: shortText(200).optional() }),
     z.strictObject({ id: shortText(100), by: shortText(200).optional() }),
+    z.strictObject({ all: z.literal(true), ...bulkFields }),
+    z.strictObject({ error: shortText(1000), ...bulkFields }),
   ],
-  { error: 'must be { "stream": "..." } or { "id": "..." }' },
+  {
+    error:
+      'must be { "stream": "..." }, { "id": "..." }, { "all": true } or { "error": "..." } (the last two with optional limit and after)',
+  },
 );
 
 /**
@@ -72,6 +89,28 @@ const pingId = z.union([z.string().max(100), z.number()], { error: requestIdRule
 const subId = shortText(64);
 /** Checked in full by the subscription engine, which names the field (`leaseTtlMs`, `info.reason`, ...). */
 const engineChecked = z.unknown().optional();
+
+const count = nonNegInt;
+/** Seconds: a sum of latencies, at most about 31,700 years. */
+const seconds = z.number().min(0).max(1e12);
+const histogram = z.strictObject({
+  count,
+  sum: seconds,
+  max: seconds,
+  buckets: z.array(count).length(LATENCY_BUCKETS.length),
+});
+
+/** A `report` frame's monitors: every field required, every number bounded, about 1 KB in all. */
+export const monitorsSchema = z.strictObject({
+  ...(Object.fromEntries(Object.keys(MONITOR_COUNTERS).map((k) => [k, count])) as Record<
+    keyof typeof MONITOR_COUNTERS,
+    typeof count
+  >),
+  parkedEntities: count,
+  handlerSeconds: histogram,
+  endToEndSeconds: histogram,
+  checkpointLag: z.strictObject({ events: count, seconds }),
+});
 
 export const clientMessageSchema = z.discriminatedUnion(
   'type',
@@ -107,8 +146,9 @@ export const clientMessageSchema = z.discriminatedUnion(
     z.strictObject({ type: z.literal('fail'), sub: subId, info: engineChecked, req: requestId }),
     z.strictObject({ type: z.literal('unsubscribe'), sub: subId, req: requestId }),
     z.strictObject({ type: z.literal('ping'), req: pingId.optional() }),
+    z.strictObject({ type: z.literal('report'), sub: subId, monitors: monitorsSchema }),
   ],
-  { error: 'must be one of subscribe, more, ack, park, fail, unsubscribe, ping' },
+  { error: 'must be one of subscribe, more, ack, park, fail, unsubscribe, ping, report' },
 );
 
 // ---- query strings: every value arrives as a string (or an array when repeated) ----

@@ -16,6 +16,7 @@ import { nestsDeeperThan } from './jsonDepth.js';
 import type { ServerMetrics } from './metrics.js';
 import {
   PROTOCOL_VERSION,
+  REPORT_INTERVAL_MS,
   type ClientMessage,
   type RequestId,
   type ServerMessage,
@@ -49,6 +50,8 @@ interface ActiveSub {
   credit: number;
   /** Wakes a pump waiting for credit (or for the end). */
   wakePump: (() => void) | null;
+  /** When the last `report` kept was received (ms), for its rate bound. */
+  lastReport: number;
 }
 
 export class SubscriptionConnection {
@@ -182,6 +185,17 @@ export class SubscriptionConnection {
           await a.pump;
         });
         return;
+      case 'report': {
+        // Only the owner of a subscription reports for its consumer, so no client speaks for another's.
+        const a = this.subs.get(msg.sub);
+        if (!a?.subscription)
+          throw new InvalidInputError('sub', `no established subscription "${msg.sub}" on this connection`);
+        const now = Date.now();
+        if (now - a.lastReport < REPORT_INTERVAL_MS) return;
+        a.lastReport = now;
+        this.ctx.metrics.reports.record(a.subscription.consumer, msg.monitors);
+        return;
+      }
       case 'unsubscribe': {
         const a = this.subs.get(msg.sub);
         if (!a) {
@@ -226,6 +240,7 @@ export class SubscriptionConnection {
       endReason: null,
       credit: msg.credit ?? Number.POSITIVE_INFINITY,
       wakePump: null,
+      lastReport: 0,
     };
     this.subs.set(a.id, a);
     this.ctx.metrics.wsSubscriptions.inc();
@@ -289,8 +304,10 @@ export class SubscriptionConnection {
         if (m.kind === 'events') {
           await this.sendAsync({ type: 'events', sub: a.id, events: m.events, redelivery: m.redelivery });
           this.ctx.metrics.wsEventsSent.inc(m.events.length);
-        } else {
+        } else if (m.kind === 'caught_up') {
           await this.sendAsync({ type: 'caught_up', sub: a.id, position: m.position });
+        } else {
+          await this.sendAsync({ type: 'paused', sub: a.id, pause: m.pause });
         }
       }
       reason = a.endReason ?? 'closed';

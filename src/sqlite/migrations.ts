@@ -1,5 +1,5 @@
 import type Database from 'better-sqlite3';
-import { createSubscriptionTables } from './subscriptionSchema.js';
+import { addConsumerPause, addDeadLetterRedrive, createSubscriptionTables } from './subscriptionSchema.js';
 
 /** One numbered schema step. Versions are 1, 2, 3, ... and never change once released. */
 export interface Migration {
@@ -64,6 +64,16 @@ export const STORE_MIGRATIONS: Migration[] = [
         ) WITHOUT ROWID;
       `);
     },
+  },
+  {
+    version: 5,
+    name: 'consumer pause',
+    up: addConsumerPause,
+  },
+  {
+    version: 6,
+    name: 'dead-letter redrive',
+    up: addDeadLetterRedrive,
   },
 ];
 

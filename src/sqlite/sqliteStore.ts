@@ -43,6 +43,7 @@ import { SqliteSubjectKeys } from './subjectKeys.js';
 import { EVENT_COLUMNS, filterSql, tuplesToRecordedEvents, type EventTuple } from './eventRows.js';
 import { runMigrations, schemaVersion, STORE_MIGRATIONS } from './migrations.js';
 import { openDatabase, retryWhileBusy } from './connection.js';
+import { eventCount, traceAppend } from '../core/tracing.js';
 
 /**
  * - `'full'` (default): `synchronous=FULL`; an acknowledged append survives a process kill and an OS crash.
@@ -169,17 +170,19 @@ export class SqliteEventStore implements EventStore {
 
   // Not `async`: returning the batcher's promise itself saves a promise and two ticks per append.
   append(stream: string, events: NewEvent[], options: AppendOptions = {}): Promise<AppendResult> {
-    if (this.cipher) {
-      const plain = this.cipher;
-      return Promise.resolve()
-        .then(() => {
-          this.assertOpen();
-          validateStreamName(stream);
-          return plain.seal(stream, events);
-        })
-        .then((sealed) => this.appendStored(stream, sealed, options));
-    }
-    return this.appendStored(stream, events, options);
+    return traceAppend(stream, eventCount(events), () => {
+      if (this.cipher) {
+        const plain = this.cipher;
+        return Promise.resolve()
+          .then(() => {
+            this.assertOpen();
+            validateStreamName(stream);
+            return plain.seal(stream, events);
+          })
+          .then((sealed) => this.appendStored(stream, sealed, options));
+      }
+      return this.appendStored(stream, events, options);
+    });
   }
 
   /** Appends events whose data is as it will be stored (sealed already, with `encrypt`). */

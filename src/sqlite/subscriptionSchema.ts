@@ -40,3 +40,24 @@ export function createSubscriptionTables(db: Database.Database): void {
     CREATE INDEX idem_dead_letters_by_status ON idem_dead_letters (consumer, status, position);
   `);
 }
+
+/** A consumer's pause (migration 3): its reason (null while not paused), since when, and by whom. */
+export function addConsumerPause(db: Database.Database): void {
+  db.exec(`
+    ALTER TABLE idem_consumers ADD COLUMN pause_reason TEXT;
+    ALTER TABLE idem_consumers ADD COLUMN paused_at    TEXT;
+    ALTER TABLE idem_consumers ADD COLUMN paused_by    TEXT;
+  `);
+}
+
+/**
+ * Automatic redrive of dead letters (migration 4): how many were done, and when the next is due
+ * (Unix milliseconds, null when none is scheduled).
+ */
+export function addDeadLetterRedrive(db: Database.Database): void {
+  db.exec(`
+    ALTER TABLE idem_dead_letters ADD COLUMN redrives   INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE idem_dead_letters ADD COLUMN redrive_at INTEGER;
+    CREATE INDEX idem_dead_letters_redrive ON idem_dead_letters (consumer, redrive_at) WHERE redrive_at IS NOT NULL;
+  `);
+}

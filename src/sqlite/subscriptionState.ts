@@ -1,19 +1,24 @@
 import type Database from 'better-sqlite3';
 import { ClosedError } from '../core/errors.js';
 import { isoTime } from '../core/isoTime.js';
+import { redriveDelayMs } from '../core/parkInfo.js';
 import type { RecordedEvent } from '../core/event.js';
 import { filterKey, type EventFilter } from '../core/filter.js';
-import type { DeadLetterSelector, DeadLetterStatus, FailureInfo } from '../core/subscription.js';
+import type { ConsumerPause, DeadLetterStatus, FailureInfo, PauseReason } from '../core/subscription.js';
 import type {
   AckResult,
   AcquireResult,
   AdminResult,
+  BackendSelector,
   ConsumerRecord,
   DeadLetterRecord,
+  DeadLetterStreamQuery,
   Fenced,
   ForceReleaseResult,
   ParkRequest,
+  NewPause,
   ParkResult,
+  PauseResult,
   RegisterResult,
   RenewResult,
   StoredConsumerStatus,
@@ -32,10 +37,15 @@ interface ConsumerRow {
   status: StoredConsumerStatus;
   last_error: string | null;
   failed_event: string | null;
+  pause_reason: PauseReason | null;
+  paused_at: string | null;
+  paused_by: string | null;
   created_at: string;
   updated_at: string;
   parked: number;
 }
+
+type PauseColumns = Pick<ConsumerRow, 'pause_reason' | 'paused_at' | 'paused_by'>;
 
 interface LetterRow {
   consumer: string;
@@ -48,6 +58,8 @@ interface LetterRow {
   attempts: number;
   status: DeadLetterStatus;
   behind: string | null;
+  redrives: number;
+  redrive_at: number | null;
   parked_at: string;
   skipped_by: string | null;
   skipped_at: string | null;
@@ -128,13 +140,12 @@ export class SqliteSubscriptionState implements SubscriptionStateBackend {
     // each would take the write lock from the appends; they join the appends' commit instead.
     return this.groupedWrite(() => {
       const expires = this.now() + ttlMs;
-      const r = this.sql(`UPDATE idem_consumers SET lease_expires_at = ? WHERE name = ? AND epoch = ?`).run(
-        expires,
-        name,
-        epoch,
-      );
-      if (r.changes === 0) return this.fenced(name);
-      return { ok: true, leaseExpiresAt: new Date(expires).toISOString() };
+      const r = this.sql(
+        `UPDATE idem_consumers SET lease_expires_at = ? WHERE name = ? AND epoch = ?
+           RETURNING pause_reason, paused_at, paused_by`,
+      ).get(expires, name, epoch) as PauseColumns | undefined;
+      if (!r) return this.fenced(name);
+      return { ok: true, leaseExpiresAt: new Date(expires).toISOString(), pause: toPause(r) };
     });
   }
 
@@ -204,8 +215,28 @@ export class SqliteSubscriptionState implements SubscriptionStateBackend {
         `UPDATE idem_dead_letters SET status = 'parked', behind = coalesce(?, behind)
            WHERE consumer = ? AND stream = ? AND ${ACTIVE} AND position > ?`,
       ).run(first ? null : event.id, name, event.stream, event.position);
-      this.upsert(name, event, request, 'parked', first?.event_id ?? null);
+      const redrives = existing?.redrives ?? 0;
+      const redriveAt =
+        request.redrive && redrives < request.redrive.max
+          ? this.now() + redriveDelayMs(request.redrive, redrives)
+          : null;
+      this.upsert(name, event, request, 'parked', first?.event_id ?? null, redriveAt);
       return { ok: true, parked: true, record: toRecord(this.letter(name, event.id)!) };
+    });
+  }
+
+  setPause(name: string, pause: NewPause | null, onlyFrom?: PauseReason | null): Promise<PauseResult> {
+    return this.write((): PauseResult => {
+      const row = this.row(name);
+      if (!row) return { ok: false, reason: 'not_found' };
+      const current = row.pause_reason;
+      const applies = (onlyFrom === undefined || onlyFrom === current) && (pause?.reason ?? null) !== current;
+      if (!applies) return { ok: true, changed: false, pause: toPause(row) };
+      const at = this.iso();
+      this.sql(
+        `UPDATE idem_consumers SET pause_reason = ?, paused_at = ?, paused_by = ?, updated_at = ? WHERE name = ?`,
+      ).run(pause?.reason ?? null, pause ? at : null, pause?.by ?? null, at, name);
+      return { ok: true, changed: true, pause: pause && { reason: pause.reason, since: at, by: pause.by } };
     });
   }
 
@@ -300,29 +331,70 @@ export class SqliteSubscriptionState implements SubscriptionStateBackend {
     );
   }
 
-  retry(name: string, selector: DeadLetterSelector): Promise<number> {
-    return this.write(() => {
-      const stream = this.selectedStream(name, selector);
-      if (stream === null) return 0;
-      return this.sql(
-        `UPDATE idem_dead_letters SET status = 'retrying' WHERE consumer = ? AND stream = ? AND status = 'parked'`,
-      ).run(name, stream).changes;
+  deadLetterStreams(name: string, query: DeadLetterStreamQuery): Promise<string[]> {
+    return this.read(() => {
+      const status = query.statuses === 'parked' ? `status = 'parked'` : ACTIVE;
+      const match =
+        query.error === undefined
+          ? ''
+          : ` AND (json_extract(error, '$.code') = @error OR json_extract(error, '$.name') = @error
+                   OR instr(json_extract(error, '$.message'), @error) > 0)`;
+      const rows = this.sql(
+        `SELECT DISTINCT stream FROM idem_dead_letters
+          WHERE consumer = @name AND ${status} AND (@after IS NULL OR stream > @after)${match}
+          ORDER BY stream LIMIT @limit`,
+      ).all({
+        name,
+        after: query.after,
+        limit: query.limit,
+        ...(query.error === undefined ? {} : { error: query.error }),
+      }) as { stream: string }[];
+      return rows.map((r) => r.stream);
     });
   }
 
-  skip(name: string, selector: DeadLetterSelector, by: string): Promise<number> {
+  retry(name: string, selector: BackendSelector): Promise<number> {
     return this.write(() => {
-      const stream = this.selectedStream(name, selector);
-      if (stream === null) return 0;
+      const streams = this.selectedStreams(name, selector);
+      if (streams.length === 0) return 0;
       return this.sql(
-        `UPDATE idem_dead_letters SET status = 'skipped', skipped_by = ?, skipped_at = ? WHERE consumer = ? AND stream = ? AND ${ACTIVE}`,
-      ).run(by, this.iso(), name, stream).changes;
+        `UPDATE idem_dead_letters SET status = 'retrying'
+          WHERE consumer = ? AND stream IN (SELECT value FROM json_each(?)) AND status = 'parked'`,
+      ).run(name, JSON.stringify(streams)).changes;
     });
   }
 
-  private selectedStream(name: string, selector: DeadLetterSelector): string | null {
-    if ('stream' in selector) return selector.stream;
-    return this.letter(name, selector.id)?.stream ?? null;
+  skip(name: string, selector: BackendSelector, by: string): Promise<number> {
+    return this.write(() => {
+      const streams = this.selectedStreams(name, selector);
+      if (streams.length === 0) return 0;
+      return this.sql(
+        `UPDATE idem_dead_letters SET status = 'skipped', skipped_by = ?, skipped_at = ?
+          WHERE consumer = ? AND stream IN (SELECT value FROM json_each(?)) AND ${ACTIVE}`,
+      ).run(by, this.iso(), name, JSON.stringify(streams)).changes;
+    });
+  }
+
+  redriveDue(name: string): Promise<number> {
+    return this.write(() => {
+      const now = this.now();
+      return this.sql(
+        `UPDATE idem_dead_letters
+            SET status = 'retrying',
+                redrives = redrives + (redrive_at IS NOT NULL AND redrive_at <= @now),
+                redrive_at = CASE WHEN redrive_at <= @now THEN NULL ELSE redrive_at END
+          WHERE consumer = @name AND status = 'parked' AND stream IN (
+            SELECT stream FROM idem_dead_letters
+             WHERE consumer = @name AND redrive_at <= @now AND status = 'parked')`,
+      ).run({ name, now }).changes;
+    });
+  }
+
+  private selectedStreams(name: string, selector: BackendSelector): readonly string[] {
+    if ('streams' in selector) return selector.streams;
+    if ('stream' in selector) return [selector.stream];
+    const stream = this.letter(name, selector.id)?.stream;
+    return stream === undefined ? [] : [stream];
   }
 
   private upsert(
@@ -331,13 +403,15 @@ export class SqliteSubscriptionState implements SubscriptionStateBackend {
     request: ParkRequest,
     status: DeadLetterStatus,
     behind: string | null,
+    redriveAt: number | null = null,
   ): void {
     this.db
       .prepare(
-        `INSERT INTO idem_dead_letters (consumer, event_id, stream, position, event, reason, error, attempts, status, behind, parked_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+        `INSERT INTO idem_dead_letters (consumer, event_id, stream, position, event, reason, error, attempts, status, behind, parked_at, redrive_at)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
          ON CONFLICT (consumer, event_id) DO UPDATE SET reason = excluded.reason, error = excluded.error,
-           attempts = excluded.attempts, status = excluded.status, behind = excluded.behind, skipped_by = NULL, skipped_at = NULL`,
+           attempts = excluded.attempts, status = excluded.status, behind = excluded.behind,
+           redrive_at = excluded.redrive_at, skipped_by = NULL, skipped_at = NULL`,
       )
       .run(
         name,
@@ -351,6 +425,7 @@ export class SqliteSubscriptionState implements SubscriptionStateBackend {
         status,
         behind,
         this.iso(),
+        redriveAt,
       );
   }
 
@@ -435,9 +510,15 @@ function toState(row: ConsumerRow): ConsumerRecord {
     failedEvent:
       row.failed_event === null ? null : (JSON.parse(row.failed_event) as ConsumerRecord['failedEvent']),
     parked: row.parked,
+    pause: toPause(row),
     createdAt: row.created_at,
     updatedAt: row.updated_at,
   };
+}
+
+function toPause(row: PauseColumns): ConsumerPause | null {
+  if (row.pause_reason === null) return null;
+  return { reason: row.pause_reason, since: row.paused_at ?? '', by: row.paused_by };
 }
 
 function toRecord(row: LetterRow): DeadLetterRecord {
@@ -449,6 +530,8 @@ function toRecord(row: LetterRow): DeadLetterRecord {
     attempts: row.attempts,
     status: row.status,
     behind: row.behind,
+    redrives: row.redrives,
+    redriveAt: row.redrive_at === null ? null : isoTime(row.redrive_at),
     parkedAt: row.parked_at,
     skippedBy: row.skipped_by,
     skippedAt: row.skipped_at,

@@ -1,9 +1,22 @@
 import { ConsumerBusyError, InvalidInputError, NotFoundError } from '../core/errors.js';
-import type { ConsumerAdmin, ConsumerInfo } from '../core/subscription.js';
-import { validateConsumerName, validatePosition } from '../core/validation.js';
+import { checkKnownKeys } from '../core/knownKeys.js';
+import {
+  CONSUMER_PAUSE_OPTION_KEYS,
+  type ConsumerAdmin,
+  type ConsumerInfo,
+  type ConsumerPause,
+  type ConsumerPauseOptions,
+} from '../core/subscription.js';
+import { validateConsumerName, validateLabel, validatePosition } from '../core/validation.js';
+import { defaultActor } from './actor.js';
 import { consumerInfo } from './consumerInfo.js';
 import { belowHorizon } from '../core/ledgerRetention.js';
-import type { AdminResult, ForceReleaseResult, SubscriptionStateBackend } from './stateBackend.js';
+import type {
+  AdminResult,
+  ForceReleaseResult,
+  PauseResult,
+  SubscriptionStateBackend,
+} from './stateBackend.js';
 import type { SubscriptionSource } from './subscriptionSource.js';
 
 const LAG_QUERIES_AT_ONCE = 8;
@@ -13,6 +26,8 @@ export class EngineConsumerAdmin implements ConsumerAdmin {
   constructor(
     private readonly source: SubscriptionSource,
     private readonly backend: SubscriptionStateBackend,
+    /** Tells this process's owner of the consumer, if any, at once (others learn at their next renewal). */
+    private readonly paused: (name: string, pause: ConsumerPause | null) => void,
   ) {}
 
   async list(): Promise<ConsumerInfo[]> {
@@ -61,9 +76,25 @@ export class EngineConsumerAdmin implements ConsumerAdmin {
     validateConsumerName(name, 'name');
     check(name, await this.backend.forceRelease(name));
   }
+
+  async pause(name: string, options: ConsumerPauseOptions = {}): Promise<void> {
+    validateConsumerName(name, 'name');
+    checkKnownKeys(options, CONSUMER_PAUSE_OPTION_KEYS, 'options');
+    const by = validateLabel(options.by ?? defaultActor(), 'by');
+    const result = await this.backend.setPause(name, { reason: 'operator', by });
+    check(name, result);
+    if (result.ok && result.changed) this.paused(name, result.pause);
+  }
+
+  async resume(name: string): Promise<void> {
+    validateConsumerName(name, 'name');
+    const result = await this.backend.setPause(name, null);
+    check(name, result);
+    if (result.ok && result.changed) this.paused(name, null);
+  }
 }
 
-function check(name: string, result: AdminResult | ForceReleaseResult): void {
+function check(name: string, result: AdminResult | ForceReleaseResult | PauseResult): void {
   if (result.ok) return;
   if (result.reason === 'not_found') throw new NotFoundError('consumer', name);
   throw new ConsumerBusyError(name, result.owner, result.leaseExpiresAt);

@@ -22,7 +22,7 @@ export function leaseLive(
  * The admin view of a consumer: the stored state plus head, lag and a derived status:
  * `running` (a live lease and events to process), `idle` (a live lease, nothing to process),
  * `failed` (released by `fail`), `stopped` (no live lease: closed, never started, or an owner that
- * vanished without releasing).
+ * vanished without releasing); `paused` before all of them while the consumer is paused.
  */
 export async function consumerInfo(
   source: SubscriptionSource,
@@ -45,13 +45,15 @@ export async function consumerInfo(
       : { code: 'internal', message: err instanceof Error ? err.message : String(err) };
   }
   const live = leaseLive(state, now);
-  const status: ConsumerStatus = live
-    ? lag > 0
-      ? 'running'
-      : 'idle'
-    : state.status === 'failed'
-      ? 'failed'
-      : 'stopped';
+  const status: ConsumerStatus = state.pause
+    ? 'paused'
+    : live
+      ? lag > 0
+        ? 'running'
+        : 'idle'
+      : state.status === 'failed'
+        ? 'failed'
+        : 'stopped';
   return {
     name: state.name,
     filter: state.filter,
@@ -66,6 +68,7 @@ export async function consumerInfo(
     lastError: state.lastError,
     failedEvent: state.failedEvent,
     parked: state.parked,
+    pause: state.pause,
     createdAt: state.createdAt,
     updatedAt: state.updatedAt,
     ...(error ? { error } : {}),

@@ -1,6 +1,12 @@
 import type { RecordedEvent } from '../core/event.js';
 import { ClosedError, FencedError, InvalidInputError, isIdemError } from '../core/errors.js';
-import type { FailureInfo, ParkInfo, Subscription, SubscriptionMessage } from '../core/subscription.js';
+import type {
+  ConsumerPause,
+  FailureInfo,
+  ParkInfo,
+  Subscription,
+  SubscriptionMessage,
+} from '../core/subscription.js';
 import { validatePosition } from '../core/validation.js';
 import { validateFailureInfo, validateParkInfo } from '../core/parkInfo.js';
 import { MAX_PAGE_BYTES } from '../core/limits.js';
@@ -38,6 +44,11 @@ const CURSOR_ADVANCE_POSITIONS = 5_000;
  * many queries as their reads.
  */
 const REDELIVERY_CHECK_POLLS = 10;
+/**
+ * How often at most an owner with blocked streams looks for dead letters whose automatic redrive is
+ * due (a write: on SQLite it takes the write lock, so not at every poll).
+ */
+const REDRIVE_CHECK_MS = 1_000;
 
 /** What a subscription needs from the service that opened it. */
 export interface SubscriptionDeps {
@@ -83,11 +94,17 @@ export class DurableSubscription implements Subscription {
   private readonly ahead: ReadAhead;
   /** When to look for retrying dead letters even with no stream blocked here (see `nextRedelivery`). */
   private nextRedeliveryCheck = 0;
+  /** When to look next for dead letters whose automatic redrive is due. */
+  private nextRedriveCheck = 0;
   /** Streams with an active dead letter as far as this owner knows (only it adds; admin may remove). */
   private readonly blocked: Set<string>;
   /** Local estimate of the lease's end; delivery renews first once it has passed. */
   private leaseDeadline: number;
   private renewalSuspended = false;
+  /** The consumer's stored pause as last seen (at the start, by a renewal, or told by the service). */
+  private stored: ConsumerPause | null;
+  /** Whether the last `paused` message said paused: one message per change. */
+  private announcedPause = false;
   private closed = false;
   private lost: FencedError | null = null;
   private readonly heartbeat: NodeJS.Timeout;
@@ -101,7 +118,9 @@ export class DurableSubscription implements Subscription {
     epoch: number,
     position: number,
     blockedStreams: readonly string[],
+    pause: ConsumerPause | null,
   ) {
+    this.stored = pause;
     this.consumer = options.consumer;
     this.epoch = epoch;
     this.startPosition = position;
@@ -182,6 +201,7 @@ export class DurableSubscription implements Subscription {
         reason: parkInfo.reason,
         error: parkInfo.error ?? null,
         attempts: parkInfo.attempts ?? 1,
+        redrive: parkInfo.redrive ?? null,
       });
       if (!result.ok) throw this.lose(result);
       this.blocked.add(event.stream);
@@ -232,6 +252,12 @@ export class DurableSubscription implements Subscription {
     }
   }
 
+  /** The consumer was paused or resumed (by an operator in this process, or as seen by a renewal). */
+  pauseChanged(pause: ConsumerPause | null): void {
+    this.stored = pause;
+    this.wake.notify();
+  }
+
   /** Internal, for fault tests: stop renewing the lease, as a paused or partitioned owner would. */
   suspendLeaseRenewal(): void {
     this.renewalSuspended = true;
@@ -245,6 +271,18 @@ export class DurableSubscription implements Subscription {
       for (;;) {
         if (this.stopped()) return;
         const generation = this.wake.generation;
+        // An operator's pause holds delivery (what is in flight may still be acked or parked); an
+        // outage pause is the runtime's own, which holds back by itself.
+        const held = this.stored?.reason === 'operator' ? this.stored : null;
+        if ((held !== null) !== this.announcedPause) {
+          this.announcedPause = held !== null;
+          yield { kind: 'paused', pause: held };
+          continue;
+        }
+        if (held) {
+          await this.wake.wait(generation, this.deps.pollIntervalMs);
+          continue;
+        }
         // The first page read ahead is about to be delivered: its share of the room is free to use
         // (asked first: stale pages are dropped, and their room with them).
         const next = this.ahead.nextLimit(this.readPos);
@@ -374,7 +412,12 @@ export class DurableSubscription implements Subscription {
    * interval (a safety net), not once per page.
    */
   private async nextRedelivery(limit: number): Promise<RecordedEvent[]> {
-    this.nextRedeliveryCheck = Date.now() + REDELIVERY_CHECK_POLLS * this.deps.pollIntervalMs;
+    const now = Date.now();
+    this.nextRedeliveryCheck = now + REDELIVERY_CHECK_POLLS * this.deps.pollIntervalMs;
+    if (this.blocked.size > 0 && now >= this.nextRedriveCheck) {
+      this.nextRedriveCheck = now + Math.max(REDRIVE_CHECK_MS, this.deps.pollIntervalMs);
+      await this.deps.backend.redriveDue(this.consumer);
+    }
     const rows = await this.deps.backend.deadLetters(this.consumer, {
       status: 'retrying',
       limit: this.redelivered.size + limit,
@@ -420,6 +463,7 @@ export class DurableSubscription implements Subscription {
       reason: `waiting behind an earlier dead-lettered event of stream "${e.stream}"`,
       error: null,
       attempts: 0,
+      redrive: null,
     });
     if (!result.ok) throw this.lose(result);
     if (!result.parked) {
@@ -435,8 +479,10 @@ export class DurableSubscription implements Subscription {
     try {
       const started = Date.now();
       const result = await this.deps.backend.renew(this.consumer, this.epoch, this.options.leaseTtlMs);
-      if (result.ok) this.leaseDeadline = started + this.options.leaseTtlMs;
-      else if (this.active) this.lose(result);
+      if (result.ok) {
+        this.leaseDeadline = started + this.options.leaseTtlMs;
+        if ((result.pause?.reason ?? null) !== (this.stored?.reason ?? null)) this.pauseChanged(result.pause);
+      } else if (this.active) this.lose(result);
     } catch {
       // A failed renewal is retried on the next beat; if the lease lapses meanwhile and another
       // owner takes over, the epoch check fences this one.

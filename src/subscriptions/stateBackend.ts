@@ -25,11 +25,14 @@
 import type { RecordedEvent } from '../core/event.js';
 import type { EventFilter } from '../core/filter.js';
 import type {
+  ConsumerPause,
   DeadLetter,
   DeadLetterSelector,
   DeadLetterStatus,
   FailureInfo,
   ParkInfo,
+  PauseReason,
+  RedrivePolicy,
 } from '../core/subscription.js';
 
 /** The status a backend stores; `idle` is derived by the engine from a live lease and zero lag. */
@@ -54,6 +57,8 @@ export interface ConsumerRecord {
   failedEvent: FailureInfo['event'] | null;
   /** Active dead letters (status `parked` or `retrying`). */
   parked: number;
+  /** Set while paused; kept across releases and acquires (a pause outlives its owner). */
+  pause: ConsumerPause | null;
   createdAt: string;
   updatedAt: string;
 }
@@ -77,7 +82,8 @@ export type AcquireResult =
 /** For every epoch-carrying write: `fenced` when the stored epoch is another (or the consumer is gone). */
 export type Fenced = { ok: false; reason: 'fenced'; currentEpoch: number | null };
 
-export type RenewResult = { ok: true; leaseExpiresAt: string } | Fenced;
+/** A renewal also reports the stored pause, so that an owner in another process learns of it within a heartbeat. */
+export type RenewResult = { ok: true; leaseExpiresAt: string; pause: ConsumerPause | null } | Fenced;
 export type WriteResult = { ok: true } | Fenced;
 export type AckResult = { ok: true; position: number; resolved: number } | Fenced;
 
@@ -101,9 +107,21 @@ export interface ParkRequest {
   reason: string;
   error: ParkInfo['error'] | null;
   attempts: number;
+  /**
+   * `failed` only: schedule an automatic redrive. The row keeps its `redrives` count (0 for a new
+   * row); `redriveAt` = now + `redriveDelayMs(redrive, redrives)` while `redrives < redrive.max`,
+   * else null. Without a policy (and for `behind`), `redriveAt` is null.
+   */
+  redrive: RedrivePolicy | null;
 }
 
 export type ParkResult = { ok: true; parked: boolean; record: DeadLetterRecord | null } | Fenced;
+
+/** A pause to store; the backend adds `since` (its clock). */
+export type NewPause = Omit<ConsumerPause, 'since'>;
+
+export type PauseResult =
+  { ok: true; changed: boolean; pause: ConsumerPause | null } | { ok: false; reason: 'not_found' };
 
 export type ForceReleaseResult = { ok: true } | { ok: false; reason: 'not_found' };
 
@@ -111,6 +129,16 @@ export type AdminResult =
   | { ok: true }
   | { ok: false; reason: 'busy'; owner: string | null; leaseExpiresAt: string | null }
   | { ok: false; reason: 'not_found' };
+
+/** The port's selectors, and a page of streams for the bulk operations (at most a few hundred). */
+export type BackendSelector = DeadLetterSelector | { streams: readonly string[] };
+
+export interface DeadLetterStreamQuery {
+  statuses: 'parked' | 'active';
+  error?: string;
+  after: string | null;
+  limit: number;
+}
 
 export interface SubscriptionStateBackend {
   /**
@@ -143,6 +171,15 @@ export interface SubscriptionStateBackend {
 
   /** Records a dead letter while `epoch` is current; see `ParkRequest` for the two modes. */
   park(name: string, epoch: number, request: ParkRequest): Promise<ParkResult>;
+
+  /**
+   * Sets the consumer's pause (`pause`), or lifts it (null); no epoch: operators and owners alike.
+   * Setting leaves a stored pause of the same reason as it is (its `since` and `by` stay). With
+   * `onlyFrom`, the change applies only while the stored pause has that reason (null: while not
+   * paused), so that an outage pause never replaces an operator's and an outage's end never lifts one.
+   * `changed` says whether it applied; `pause` is the stored pause afterwards.
+   */
+  setPause(name: string, pause: NewPause | null, onlyFrom?: PauseReason | null): Promise<PauseResult>;
 
   get(name: string): Promise<ConsumerRecord | null>;
   /** Every consumer, by name. */
@@ -178,11 +215,25 @@ export interface SubscriptionStateBackend {
   blockedStreams(name: string): Promise<string[]>;
 
   /**
-   * Marks the selected entity's `parked` rows `retrying` (selector `{ id }`: the stream of that
-   * event's row). Returns how many changed; 0 when nothing matched.
+   * Up to `limit` streams, in name order after `after` (null: from the first), with a row in
+   * `statuses` (`parked` alone, or `active`: parked or retrying); with `error`, only streams with
+   * such a row whose error has `code` or `name` equal to it or a message containing it. One query.
    */
-  retry(name: string, selector: DeadLetterSelector): Promise<number>;
+  deadLetterStreams(name: string, query: DeadLetterStreamQuery): Promise<string[]>;
 
-  /** Marks the selected entity's active rows `skipped` with `by` and the time. Returns how many. */
-  skip(name: string, selector: DeadLetterSelector, by: string): Promise<number>;
+  /**
+   * Marks the selected entities' `parked` rows `retrying` (selector `{ id }`: the stream of that
+   * event's row; `{ streams }`: each of them). Returns how many changed; 0 when nothing matched.
+   */
+  retry(name: string, selector: BackendSelector): Promise<number>;
+
+  /** Marks the selected entities' active rows `skipped` with `by` and the time. Returns how many. */
+  skip(name: string, selector: BackendSelector, by: string): Promise<number>;
+
+  /**
+   * Automatic redrive: for every stream with a `parked` row whose `redriveAt` has passed, that row's
+   * `redrives` + 1 and `redriveAt` null, and every `parked` row of the stream `retrying`. Returns how
+   * many rows became `retrying`. One transaction.
+   */
+  redriveDue(name: string): Promise<number>;
 }

@@ -46,7 +46,9 @@ export class SubscriptionService {
     if (!Number.isSafeInteger(poll) || poll < 1)
       throw new InvalidInputError('pollIntervalMs', 'must be an integer >= 1');
     this.pollIntervalMs = poll;
-    this.consumers = new EngineConsumerAdmin(source, backend);
+    this.consumers = new EngineConsumerAdmin(source, backend, (name, pause) => {
+      for (const sub of this.active) if (sub.consumer === name) sub.pauseChanged(pause);
+    });
     this.deadLetters = new EngineDeadLetterAdmin(backend, () => this.wakeAll());
     this.unhook = source.onAppend?.(() => this.wakeAll());
   }
@@ -60,13 +62,14 @@ export class SubscriptionService {
       const lease = await this.backend.acquire(o.consumer, o.owner, o.leaseTtlMs);
       if (lease.ok) {
         const blocked = await this.backend.blockedStreams(o.consumer);
+        const pause = (await this.backend.get(o.consumer))?.pause ?? null;
         const deps = {
           source: this.source,
           backend: this.backend,
           pollIntervalMs: this.pollIntervalMs,
           onEnd: this.ended,
         };
-        const sub = new DurableSubscription(deps, o, lease.epoch, lease.position, blocked);
+        const sub = new DurableSubscription(deps, o, lease.epoch, lease.position, blocked, pause);
         this.active.add(sub);
         if (this.closed || o.signal?.aborted) {
           await sub.close();

@@ -43,6 +43,8 @@ async function transpile(): Promise<string[]> {
   });
   writeFileSync(join(out, 'package.json'), JSON.stringify({ name: 'idem', type: 'module', version: 'test' }));
   symlinkSync(join(ROOT, 'node_modules'), join(out, 'node_modules'), 'dir');
+  // The server reads the dashboard's files from the package root, beside src/.
+  symlinkSync(join(ROOT, 'dashboard'), join(out, 'dashboard'), 'dir');
   return [join(out, 'src/cli/run.js')];
 }
 

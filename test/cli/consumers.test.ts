@@ -159,6 +159,28 @@ describe('idem consumers, consumer and dlq on a store with a consumer', () => {
     }
   });
 
+  it('consumer pause and resume: stored, shown as paused by consumers and show; unknown exits 1', async () => {
+    const paused = await idem(['consumer', 'pause', consumer, '--by', 'cli test', '--db', db]);
+    assert.equal(paused.code, 0, paused.stderr);
+    assert.match(paused.stdout, new RegExp(`^consumer ${consumer} paused at position \\d+`));
+    assert.equal((await store.consumers.get(consumer)).status, 'paused');
+    const [list, show, missing, help] = await Promise.all([
+      idem(['consumers', '--db', db]),
+      idem(['consumer', 'show', consumer, '--db', db]),
+      idem(['consumer', 'pause', 'nobody_v1', '--db', db]),
+      idem(['consumer', 'pause', '--help']),
+    ]);
+    assert.match(list.stdout, new RegExp(`^${consumer}\\s+paused\\s`, 'm'));
+    assert.match(show.stdout, /^paused {5}operator since .* by cli test$/m);
+    assert.equal(missing.code, 1);
+    assert.match(missing.stderr, /^idem: not_found: /m);
+    assert.match(help.stdout, /idem consumer resume billing_v2/);
+    const resumed = await idem(['consumer', 'resume', consumer, '--db', db, '--json']);
+    assert.equal(resumed.code, 0, resumed.stderr);
+    assert.equal(json<ConsumerInfo>(resumed).pause, null);
+    assert.notEqual((await store.consumers.get(consumer)).status, 'paused');
+  });
+
   it('consumer release ends a live lease (the owner is fenced) so reset works; unknown exits 1, a bad name 2', async () => {
     const owner = await store.subscribe(consumer, {
       filter: { categories: [cat] },
@@ -241,5 +263,68 @@ describe('idem consumers, consumer and dlq on a store with a consumer', () => {
       json<ConsumerInfo[]>(none).some((c) => c.name === consumer),
       false,
     );
+  });
+});
+
+describe('idem dlq retry|skip in bulk', () => {
+  it('--error retries the matching entities, --all --limit skips a page at a time, progress on stderr', async () => {
+    const dir = tempDir();
+    const db = dir.file('idem.db');
+    const store = await openSqliteStore({ path: db });
+    try {
+      const cat = randomCategory('bulk');
+      const streams = ['a', 'b', 'c', 'd'].map((s) => `${cat}-${s}`);
+      for (const s of streams) await store.append(s, [{ type: 'x', data: {} }]);
+      const name = randomConsumer('bulk');
+      const sub = await store.subscribe(name, { filter: { categories: [cat] } });
+      try {
+        const events = await firstBatch(sub);
+        for (const [i, e] of events.entries()) {
+          const error = i < 2 ? { name: 'TimeoutError', message: 'slow' } : { message: 'bad data' };
+          await sub.park(e.position, { reason: 'handler failed', error });
+        }
+        await sub.ack(events.at(-1)!.position);
+      } finally {
+        await sub.close();
+      }
+      const [usage, limitAlone] = await Promise.all([
+        idem(['dlq', 'retry', name, '--all', '--error', 'x', '--db', db]),
+        idem(['dlq', 'retry', name, '--stream', streams[0]!, '--limit', '2', '--db', db]),
+      ]);
+      assert.equal(usage.code, 2, usage.stderr);
+      assert.equal(limitAlone.code, 2, limitAlone.stderr);
+      const retried = await idem(['dlq', 'retry', name, '--error', 'TimeoutError', '--db', db]);
+      assert.equal(retried.code, 0, retried.stderr);
+      assert.match(retried.stdout, /^retrying 2 dead letters of 2 entities matching "TimeoutError" for /);
+      assert.match(retried.stderr, /^retrying 2 dead letters of 2 entities \(through .*-b\)$/m);
+      const page = await idem([
+        'dlq',
+        'skip',
+        name,
+        '--all',
+        '--limit',
+        '1',
+        '--by',
+        'ops',
+        '--db',
+        db,
+        '--json',
+      ]);
+      assert.equal(page.code, 0, page.stderr);
+      assert.deepEqual(json(page), {
+        consumer: name,
+        action: 'skip',
+        entities: 1,
+        events: 1,
+        last: streams[0],
+        done: false,
+      });
+      const rest = await idem(['dlq', 'skip', name, '--all', '--by', 'ops', '--db', db]);
+      assert.match(rest.stdout, /^skipped 3 dead letters of 3 entities for /);
+      assert.equal((await store.deadLetters.list(name)).length, 0);
+    } finally {
+      await store.close();
+      await dir.cleanup();
+    }
   });
 });

@@ -11,6 +11,7 @@ import { describeErrorsAndGaps } from './suite/errors.js';
 import { describeLedgerAndGuards } from './suite/ledger.js';
 import { describeLifecycleAndMetrics } from './suite/lifecycle.js';
 import { describeLedgerRetention } from './suite/retention.js';
+import { describeOperations } from './suite/operations.js';
 import { describeTarget } from './suite/target.js';
 import type { MakeTargetFixture } from './support/targetFixture.js';
 
@@ -19,6 +20,7 @@ export function describeConsumer<Tx>(label: string, make: MakeTargetFixture<Tx>)
   describeErrorsAndGaps(label, make);
   describeBatchHandler(label, make);
   describeLifecycleAndMetrics(label, make);
+  describeOperations(label, make);
   describeTarget(label, make);
   describeLedgerRetention(label, make);
 }

@@ -18,7 +18,7 @@ const ALLOWED: Record<string, readonly string[]> = {
   effects: ['core'],
   consumer: ['core', 'effects'],
   client: ['core'],
-  server: ['core'],
+  server: ['core', 'effects'],
   nats: ['core'],
   commands: ['core'],
   '.': ['core', 'memory', 'consumer', 'effects', 'commands'],

@@ -49,9 +49,15 @@ const ROUTES: [string, string, Scope, unknown][] = [
   ['GET', '/v1/consumers/c_v1', 'read', undefined],
   ['DELETE', '/v1/consumers/c_v1', 'admin', undefined],
   ['POST', '/v1/consumers/c_v1/reset', 'admin', { position: 0 }],
+  ['POST', '/v1/consumers/c_v1/pause', 'admin', {}],
+  ['POST', '/v1/consumers/c_v1/resume', 'admin', undefined],
   ['GET', '/v1/consumers/c_v1/dead-letters', 'read', undefined],
   ['POST', '/v1/consumers/c_v1/dead-letters/retry', 'admin', { stream: 'invoice-1' }],
   ['POST', '/v1/consumers/c_v1/dead-letters/skip', 'admin', { stream: 'invoice-1' }],
+  ['GET', '/v1/consumers/c_v1/monitors', 'read', undefined],
+  ['GET', '/v1/lag-history', 'read', undefined],
+  ['GET', '/v1/effects', 'read', undefined],
+  ['POST', '/v1/effects/retry', 'admin', { allFailed: true }],
   ['GET', '/metrics', 'read', undefined],
 ];
 
@@ -107,6 +113,21 @@ describe('HTTP routes enforce tokens and scopes', () => {
   it('/health and the dashboard stay open', async () => {
     assert.equal((await request('GET', '/health')).status, 200);
     assert.equal((await request('GET', '/')).status, 200);
+    const script = await server.app.inject({ method: 'GET', url: '/dashboard/app.js' });
+    assert.equal(script.statusCode, 200);
+    assert.match(String(script.headers['content-security-policy']), /script-src 'self'/);
+  });
+
+  it('/v1/session tells any valid token what it may do', async () => {
+    assert.equal((await request('GET', '/v1/session')).status, 401);
+    const reader = await request('GET', '/v1/session', { token: 'tok-read' });
+    assert.deepEqual(reader.json, { name: 'reader', scopes: ['read'], streamPrefixes: null, tokens: true });
+    const writer = await request('GET', '/v1/session', { token: 'tok-append' });
+    assert.deepEqual(writer.json.scopes, ['append']);
+    const ops = await request('GET', '/v1/session', { token: 'tok-admin' });
+    assert.deepEqual(ops.json.scopes, ['read', 'append', 'subscribe', 'admin']);
+    const tenant = await request('GET', '/v1/session', { token: 'tok-invoice' });
+    assert.deepEqual(tenant.json.streamPrefixes, ['invoice-']);
   });
 
   it('a stream-prefix token touches only its streams', async () => {

@@ -362,6 +362,33 @@ export function describeHttpApi(name: string, make: MakeHttpTarget): void {
       assert.equal((await t.request('GET', `/v1/consumers/${name}`)).status, 404);
     });
 
+    it('consumers: pause and resume (admin), shown as paused in the consumer and in /metrics', async () => {
+      const name = randomConsumer();
+      await (await t.store.subscribe(name, { from: 'end' })).close();
+      const paused = await t.request('POST', `/v1/consumers/${name}/pause`, { body: { by: 'on call' } });
+      assert.equal(paused.status, 200, paused.text);
+      assert.equal(paused.json.status, 'paused');
+      assert.equal(paused.json.pause.reason, 'operator');
+      assert.match(paused.json.pause.by, /on call/);
+      // No body at all pauses too (and changes nothing on a paused consumer).
+      const again = await t.request('POST', `/v1/consumers/${name}/pause`);
+      assert.equal(again.status, 200, again.text);
+      assert.deepEqual(again.json.pause, paused.json.pause);
+      const metrics = await t.request('GET', '/metrics');
+      assert.match(
+        metrics.text,
+        new RegExp(`^idem_consumer_status\\{consumer="${name}",status="paused"\\} 1$`, 'm'),
+      );
+      const bad = await t.request('POST', `/v1/consumers/${name}/pause`, { body: { by: 7 } });
+      assert.equal(bad.status, 400, bad.text);
+      assert.equal(bad.json.error.details.field, 'by');
+      const resumed = await t.request('POST', `/v1/consumers/${name}/resume`);
+      assert.equal(resumed.status, 200, resumed.text);
+      assert.equal(resumed.json.status, 'stopped');
+      assert.equal(resumed.json.pause, null);
+      assert.equal((await t.request('POST', `/v1/consumers/${randomConsumer()}/pause`)).status, 404);
+    });
+
     it('dead letters: list after a park, skip one entity and retry another', async () => {
       const cat = randomCategory();
       const name = randomConsumer();

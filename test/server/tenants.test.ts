@@ -35,6 +35,8 @@ describe('a prefix-restricted token cannot see other tenants', () => {
       ['GET', '', undefined],
       ['DELETE', '', undefined],
       ['POST', '/reset', { position: 0 }],
+      ['POST', '/pause', {}],
+      ['POST', '/resume', undefined],
       ['GET', '/dead-letters', undefined],
       ['POST', '/dead-letters/retry', { stream: 'invoice-1' }],
       ['POST', '/dead-letters/skip', { stream: 'invoice-1' }],

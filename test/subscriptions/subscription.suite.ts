@@ -19,12 +19,15 @@
 import { describe } from 'node:test';
 import { ackTests } from './suite/acks.js';
 import { adminTests } from './suite/admin.js';
+import { bulkDeadLetterTests } from './suite/bulkDeadLetters.js';
 import type { MakeStore } from './suite/context.js';
 import { deliveryTests } from './suite/delivery.js';
 import { leaseTests } from './suite/leases.js';
 import { limitTests } from './suite/limits.js';
 import { narrowFilterTests } from './suite/narrowFilters.js';
 import { parkingTests } from './suite/parking.js';
+import { pausingTests } from './suite/pausing.js';
+import { redriveTests } from './suite/redrive.js';
 
 export type { MakeStore, StoreFixture } from './suite/context.js';
 
@@ -38,7 +41,10 @@ export function describeSubscriptions(
     ackTests(makeStore);
     leaseTests(makeStore);
     parkingTests(makeStore);
+    bulkDeadLetterTests(makeStore);
+    redriveTests(makeStore);
     adminTests(makeStore);
+    pausingTests(makeStore);
     limitTests(makeStore);
     narrowFilterTests(makeStore);
   });

@@ -7,6 +7,7 @@ export {
   POSTGRES_URL,
   natsAvailable,
   postgresAvailable,
+  requireChromiumOrSkip,
   requireOrSkip,
   servicesRequired,
   tcpReachable,

@@ -126,3 +126,23 @@ export async function requirePythonOrSkip(): Promise<{ python: string } | { skip
     skip: `no python3 with websockets (tried ${tried}; apt-get install python3-websockets, or set IDEM_PYTHON)`,
   };
 }
+
+/** The Chromium the browser tests drive: IDEM_CHROMIUM, or Debian's /usr/bin/chromium. */
+export function chromiumPath(): string {
+  return process.env.IDEM_CHROMIUM ?? '/usr/bin/chromium';
+}
+
+/**
+ * As `requireOrSkip`, for Chromium (Debian: chromium): resolves its path, or a one-line skip reason on
+ * a local run; rejects when IDEM_REQUIRE_SERVICES=1.
+ */
+export async function requireChromiumOrSkip(): Promise<{ chromium: string } | { skip: string }> {
+  const path = chromiumPath();
+  const ok = await new Promise<boolean>((resolve) =>
+    execFile(path, ['--version'], { timeout: 20_000 }, (err) => resolve(!err)),
+  );
+  if (ok) return { chromium: path };
+  if (servicesRequired())
+    throw new Error(`chromium is required (IDEM_REQUIRE_SERVICES=1) but ${path} does not run`);
+  return { skip: `no chromium at ${path} (apt-get install chromium, or set IDEM_CHROMIUM)` };
+}

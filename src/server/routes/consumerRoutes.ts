@@ -1,14 +1,27 @@
-/** Consumer and dead-letter administration: `/v1/consumers[/:name[/reset|/release|/ledger-horizon|/dead-letters[/retry|/skip]]]`. */
+/** Consumer and dead-letter administration: `/v1/consumers[/:name[/reset|/release|/pause|/resume|/ledger-horizon|/dead-letters[/retry|/skip]]]`. */
 import type { FastifyInstance } from 'fastify';
 import { IdemError } from '../../core/errors.js';
 import type { DeadLetterSelector } from '../../core/subscription.js';
 import { validateConsumerName } from '../../core/validation.js';
 import { filterWithin, requireConsumerVisible, requireStream } from '../access.js';
 import type { RouteContext } from '../context.js';
-import { boolQuery, checkQueryKeys, parseWith, resetBodySchema, selectorBodySchema } from '../schemas.js';
+import {
+  boolQuery,
+  checkQueryKeys,
+  parseWith,
+  pauseBodySchema,
+  resetBodySchema,
+  selectorBodySchema,
+} from '../schemas.js';
 import type { Principal } from '../tokens.js';
 
 type NameParams = { Params: { name: string } };
+
+/**
+ * Most entities one bulk retry or skip request acts on: a larger `limit` is served a request at a
+ * time (the reply's `done` is false and `last` says where to go on), so no request runs for long.
+ */
+export const BULK_REQUEST_ENTITIES = 5_000;
 
 export function registerConsumerRoutes(app: FastifyInstance, ctx: RouteContext): void {
   const { store } = ctx;
@@ -34,6 +47,7 @@ export function registerConsumerRoutes(app: FastifyInstance, ctx: RouteContext):
   app.delete<NameParams>('/v1/consumers/:name', { config: { scope: 'admin' } }, async (req) => {
     const info = await visible(req.principal, req.params.name);
     await store.consumers.delete(info.name);
+    ctx.metrics.reports.forget(info.name);
     return { consumer: info.name, deleted: true };
   });
 
@@ -65,6 +79,19 @@ export function registerConsumerRoutes(app: FastifyInstance, ctx: RouteContext):
     return store.consumers.get(info.name);
   });
 
+  app.post<NameParams>('/v1/consumers/:name/pause', { config: { scope: 'admin' } }, async (req) => {
+    const body = parseWith(pauseBodySchema, req.body ?? {}, '');
+    const info = await visible(req.principal, req.params.name);
+    await store.consumers.pause(info.name, { by: actor(req.principal, body.by) });
+    return store.consumers.get(info.name);
+  });
+
+  app.post<NameParams>('/v1/consumers/:name/resume', { config: { scope: 'admin' } }, async (req) => {
+    const info = await visible(req.principal, req.params.name);
+    await store.consumers.resume(info.name);
+    return store.consumers.get(info.name);
+  });
+
   app.get<NameParams>('/v1/consumers/:name/dead-letters', { config: { scope: 'read' } }, async (req) => {
     const query = req.query as Record<string, unknown>;
     checkQueryKeys(query, ['all']);
@@ -80,6 +107,20 @@ export function registerConsumerRoutes(app: FastifyInstance, ctx: RouteContext):
       async (req) => {
         const body = parseWith(selectorBodySchema, req.body, '');
         const info = await visible(req.principal, req.params.name);
+        const by = actor(req.principal, body.by);
+        if ('all' in body || 'error' in body) {
+          // A restricted token sees only consumers whose streams are all its own: no stream check is due.
+          const options = {
+            limit: Math.min(body.limit ?? BULK_REQUEST_ENTITIES, BULK_REQUEST_ENTITIES),
+            ...('error' in body ? { error: body.error } : {}),
+            ...(body.after === undefined ? {} : { after: body.after }),
+          };
+          const r =
+            action === 'retry'
+              ? await store.deadLetters.retryMany(info.name, options)
+              : await store.deadLetters.skipMany(info.name, { ...options, by });
+          return { consumer: info.name, action, count: r.events, ...r };
+        }
         let selector: DeadLetterSelector;
         if ('stream' in body) {
           requireStream(req.principal, body.stream);
@@ -87,14 +128,8 @@ export function registerConsumerRoutes(app: FastifyInstance, ctx: RouteContext):
         } else {
           selector = { id: body.id };
         }
-        const p = req.principal;
         if (action === 'retry')
           return { consumer: info.name, action, count: await store.deadLetters.retry(info.name, selector) };
-        const by = p.anonymous
-          ? (body.by ?? 'http')
-          : body.by
-            ? `${body.by} (token ${p.name})`
-            : `token ${p.name}`;
         return {
           consumer: info.name,
           action,
@@ -103,4 +138,10 @@ export function registerConsumerRoutes(app: FastifyInstance, ctx: RouteContext):
       },
     );
   }
+}
+
+/** Who acts, as recorded with a pause or a skip: the label given, and the token that gave it. */
+function actor(p: Principal, by: string | undefined): string {
+  if (p.anonymous) return by ?? 'http';
+  return by ? `${by} (token ${p.name})` : `token ${p.name}`;
 }

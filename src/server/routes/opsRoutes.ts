@@ -1,8 +1,8 @@
-/** Operational routes: `/health`, `/metrics` and the dashboard at `/`. */
+/** Operational routes: `/health`, `/metrics` and the dashboard at `/` (with its script and style sheet). */
 import type { FastifyInstance } from 'fastify';
 import { IdemError } from '../../core/errors.js';
 import type { RouteContext } from '../context.js';
-import { dashboardHtml } from '../dashboard.js';
+import { DASHBOARD_FILES, DASHBOARD_HEADERS, dashboardFile } from '../dashboard.js';
 import { checkHealth, type MigrationStatus } from '../storeHealth.js';
 
 export function registerOpsRoutes(
@@ -26,5 +26,10 @@ export function registerOpsRoutes(
     return reply.type(ctx.metrics.contentType).send(text);
   });
 
-  app.get('/', async (_req, reply) => reply.type('text/html; charset=utf-8').send(dashboardHtml()));
+  for (const path of Object.keys(DASHBOARD_FILES)) {
+    app.get(path, async (_req, reply) => {
+      const f = dashboardFile(path);
+      return reply.headers(DASHBOARD_HEADERS).type(f.type).send(f.body);
+    });
+  }
 }

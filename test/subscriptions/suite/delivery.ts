@@ -56,7 +56,7 @@ export function deliveryTests(makeStore: MakeStore): void {
         let firstPageAfterImmediate = 0;
         try {
           for await (const m of sub) {
-            if (m.kind === 'caught_up') break;
+            if (m.kind !== 'events') break;
             pages++;
             if (immediateRan && firstPageAfterImmediate === 0) firstPageAfterImmediate = pages;
             await sub.ack(m.events[m.events.length - 1]!.position);

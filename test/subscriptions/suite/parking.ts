@@ -39,7 +39,7 @@ export function parkingTests(makeStore: MakeStore): void {
           const delivered: number[] = [];
           for (;;) {
             const m = await nextMessage(it);
-            if (m.kind === 'caught_up') break;
+            if (m.kind !== 'events') break;
             for (const e of m.events) delivered.push(e.position);
             await sub.ack(m.events[m.events.length - 1]!.position);
           }
