@@ -68,7 +68,7 @@ export const poison: Scenario = {
       s.notes.push(`onError dead-lettered position ${target.position}; retried after the fix`);
       state.active = false;
       const c2 = s.make();
-      await c2.start();
+      await s.start(c2);
       try {
         await s.store.deadLetters.retry(c2.name, { stream: target.stream });
         const deadline = Date.now() + subject.timeoutMs;

@@ -120,10 +120,31 @@ const rewind: Scenario = {
   run: (subject, history) =>
     scenario(subject, history, async (s) => {
       const first = await s.runToEnd(s.make());
-      await s.store.consumers.reset(first.name, 0);
+      await resetWhenReleased(s, first.name, subject.timeoutMs);
       await s.runToEnd(s.make());
     }),
 };
+
+/**
+ * Rewinds the cursor once the stopped consumer's lease is released: on PostgreSQL the release can
+ * still be in flight when `stop()` resolves, and `reset` refuses an owned consumer.
+ */
+async function resetWhenReleased<T extends ConsumerTarget<unknown>>(
+  s: Session<T>,
+  name: string,
+  timeoutMs: number,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      await s.store.consumers.reset(name, 0);
+      return;
+    } catch (err) {
+      if (!isIdemError(err) || err.code !== 'consumer_busy' || Date.now() > deadline) throw err;
+      await new Promise((res) => setTimeout(res, 20));
+    }
+  }
+}
 
 const restarts: Scenario = {
   id: 'restarts',
@@ -138,7 +159,7 @@ const restarts: Scenario = {
         let onAck!: () => void;
         const acked = new Promise<'acked'>((res) => (onAck = () => res('acked')));
         s.hooks.acked = () => onAck();
-        await c.start();
+        await s.start(c);
         const caught = c.whenCaughtUp({ timeoutMs: subject.timeoutMs }).then(() => 'caught' as const);
         // A stop rejects the wait for the catch-up; the race has been decided by then.
         caught.catch(() => undefined);

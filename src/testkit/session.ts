@@ -3,12 +3,15 @@ import type { ConsumerMetricsSnapshot } from '../consumer/metrics.js';
 import type { BatchRecord, ConsumerTarget } from '../core/consumerTarget.js';
 import type { RecordedEvent } from '../core/event.js';
 import type { EventStore } from '../core/eventStore.js';
+import { isIdemError } from '../core/errors.js';
 import type { Workspace } from './backend.js';
 import { dispatchWithSpy, type EffectLog } from './effectSpy.js';
 import { faultySource, faultyTarget, type FaultHooks } from './faults.js';
 import { appendHistory, type HistoryEvent } from './history.js';
 import { asJson } from './stateDiff.js';
 import type { Subject } from './subject.js';
+
+const RETRY_MS = 20;
 
 /** What one scenario run ends with, for the checks. */
 export interface RunOutcome {
@@ -77,14 +80,30 @@ export class Session<T extends ConsumerTarget<unknown>> {
    */
   async prime(history: readonly HistoryEvent[]): Promise<void> {
     const c = this.make();
-    await c.start();
+    await this.start(c);
     await c.stop();
     await appendHistory(this.ws.store, history);
   }
 
+  /**
+   * Starts `c` once the previous instance's lease is released: on PostgreSQL the release can still be
+   * in flight when `stop()` resolves, and a start meanwhile is refused with `consumer_busy`.
+   */
+  async start(c: Consumer): Promise<void> {
+    const deadline = Date.now() + this.subject.timeoutMs;
+    for (;;) {
+      try {
+        return await c.start();
+      } catch (err) {
+        if (!isIdemError(err) || err.code !== 'consumer_busy' || Date.now() > deadline) throw err;
+        await new Promise((res) => setTimeout(res, RETRY_MS));
+      }
+    }
+  }
+
   /** Starts `c`, waits until it caught up with the store's head, stops it. Rejects if it fails first. */
   async runToEnd(c: Consumer): Promise<Consumer> {
-    await c.start();
+    await this.start(c);
     try {
       await c.whenCaughtUp({ timeoutMs: this.subject.timeoutMs });
     } finally {
