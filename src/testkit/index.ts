@@ -9,3 +9,6 @@ export type { TestEvent } from './history.js';
 export type { ConsumerFactory, Deployment, StateReader } from './subject.js';
 export { sqliteBackend } from './backend.js';
 export type { VerifyBackend, Workspace } from './backend.js';
+export { given } from './givenWhenThen.js';
+export type { Given, Outcome, When, WhenOptions } from './givenWhenThen.js';
+export type { EffectRow } from './effectSpy.js';
