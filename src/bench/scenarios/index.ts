@@ -9,6 +9,7 @@ import { liveLatency } from './liveLatency.js';
 import { postgresAppend } from './postgresAppend.js';
 import { redelivery } from './redelivery.js';
 import { sqliteAppend } from './sqliteAppend.js';
+import { testkitVerify } from './testkitVerify.js';
 
 /**
  * Every scenario, in run order (the order of the table in docs/benchmarks.md), with delivery (what
@@ -26,4 +27,5 @@ export const SCENARIOS: readonly Scenario[] = [
   deliveryPostgres,
   idleSubscriptionsScenario,
   jetstream,
+  testkitVerify,
 ];
