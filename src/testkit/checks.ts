@@ -58,8 +58,9 @@ export function compareWithClean(
 
 /**
  * In a single delivery of events with distinct ids, a key guard skips an event only when an earlier
- * one had the same key. That is right for the same fact sent twice (same type and data) and wrong for
- * two different facts: one of them is lost.
+ * one had the same key. That is right for one fact sent twice (a webhook delivered twice, a retried
+ * command: the same stream, type, data and metadata) and wrong for two different facts: one of them
+ * is lost.
  */
 export function lostFacts(clean: RunOutcome): Finding[] {
   const keyed = new Set<number>();
@@ -77,7 +78,13 @@ export function lostFacts(clean: RunOutcome): Finding[] {
       handled.push(e);
       continue;
     }
-    const same = handled.find((h) => h.type === e.type && sameJson(h.data, e.data));
+    const same = handled.find(
+      (h) =>
+        h.stream === e.stream &&
+        h.type === e.type &&
+        sameJson(h.data, e.data) &&
+        sameJson(h.metadata, e.metadata),
+    );
     if (same) continue;
     out.push(
       finding(

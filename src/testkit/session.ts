@@ -116,7 +116,7 @@ export class Session<T extends ConsumerTarget<unknown>> {
   /** Reads the state of `version`, dispatches the effects through the spy, and closes the workspace. */
   async finish(version = 1): Promise<RunOutcome> {
     try {
-      const state = asJson(await this.subject.read(this.ws.target, { version }));
+      const state = asJson(await this.subject.read(this.target, { version }));
       const effects = await dispatchWithSpy(this.ws.target, this.subject.effects);
       return {
         state,

@@ -68,7 +68,13 @@ export async function verifyConsumer<T extends ConsumerTarget<unknown> = SqliteT
   const facts = factsOf(expected);
   const findings: Finding[] = [...lostFacts(expected), ...dispatchFindings('clean', expected.effects)];
   const scenarios: ScenarioResult[] = [
-    { id: 'clean', title: clean.title, outcome: 'ok', ms: Date.now() - started, notes: expected.notes },
+    {
+      id: 'clean',
+      title: clean.title,
+      outcome: findings.length > 0 ? 'failed' : 'ok',
+      ms: Date.now() - started,
+      notes: [...expected.notes, ...findings.map((f) => f.message)],
+    },
   ];
   for (const sc of ALL) {
     const t0 = Date.now();
