@@ -146,12 +146,29 @@ async function resetWhenReleased<T extends ConsumerTarget<unknown>>(
   }
 }
 
+/** About how many consumer instances the restart scenario starts. */
+const RESTARTS = 10;
+
 const restarts: Scenario = {
   id: 'restarts',
   title: 'consumer restarted between every batch',
   statement: 'ack-after-processing',
   run: (subject, history) =>
     scenario(subject, history, async (s) => {
+      // Each instance gets one batch of at most `chunk` events, then its subscription ends: about
+      // ten instances, whatever the consumer's batching, each resuming from the last one's cursor.
+      const chunk = Math.max(1, Math.ceil(history.length / RESTARTS));
+      s.hooks.transform = async function* (it) {
+        for (let r = await it.next(); !r.done; r = await it.next()) {
+          const m = r.value;
+          if (m.kind !== 'events') {
+            yield m;
+            continue;
+          }
+          yield { ...m, events: m.events.slice(0, chunk) };
+          return;
+        }
+      };
       let starts = 0;
       for (;;) {
         const c = s.make();
