@@ -50,7 +50,7 @@ export const testkitVerify: Scenario = {
     'verifyConsumer (clean run + 8 fault scenarios, fresh SQLite files each) on a few thousand events',
   needs: [],
   async run(ctx) {
-    const n = ctx.size(2_000, 5_000, 100);
+    const n = ctx.size(1_000, 5_000, 100);
     const events = history(n);
     ctx.log(`${NAME}: one clean run of ${n} events`);
     const once = await timed(n, async () => {
