@@ -33,8 +33,9 @@ interface BenchFlags {
 const HELP = `
 Scenarios: sqlite-append, postgres-append, postgres-read, http-append, consumer-sqlite,
 consumer-postgres, live-latency, catch-up, redelivery, delivery-sqlite, delivery-postgres,
-idle-subscriptions, jetstream (see docs/benchmarks.md for what each measures and how to read the
-figures). \`npm run bench\` builds dist/ first, then runs this command.
+idle-subscriptions, jetstream, testkit, ledger-retention, consumer-group (see docs/benchmarks.md for
+what each measures and how to read the figures). \`npm run bench\` builds dist/ first, then runs this
+command.
 
 Examples:
   $ idem bench --quick

@@ -3,25 +3,43 @@ import type { CliContext } from './context.js';
 import { EXIT } from './exitCodes.js';
 import { describeTarget, withStore, withStoreOptions, type StoreFlags } from './openStore.js';
 import { Output, plural } from './output.js';
+import { UsageError } from './usageError.js';
 import { verifyLog } from './verifyLog.js';
+import { verifyConsumerCommand, type VerifyConsumerFlags } from './verifyConsumerCommand.js';
 
 const HELP = `
 Reads the whole log and checks the store's invariants: global positions are exactly 1..head with no
 gap, each stream's versions are contiguous (1, 2, 3, ...), and every event id is unique.
 Prints a summary; exits 1 when a violation is found.
 
+With --consumer FILE it checks your consumer instead of a store: FILE (JS, or TypeScript when tsx
+is installed) exports consumer = (source, target, { version }) => createConsumer(...), read =
+(target, { version }) => JSON state, and events (or give --events FILE.jsonl, one
+{"stream","type","data"} per line). It runs the production checklist of the idempotent-consumer
+pattern (every event twice, a lost ack, a crash inside a batch, a rewind to 0, restarts, a late
+version, a poison event, a rebuild) on temporary SQLite files (or temporary schemas with
+--postgres URL) and prints each statement: holds, or fails with the smallest failing input.
+Exit 0 when every statement holds, 1 when one fails, 2 when FILE lacks an export.
+
 Examples:
   $ idem verify
-  $ idem verify --postgres postgres://postgres@127.0.0.1/idem --json`;
+  $ idem verify --postgres postgres://postgres@127.0.0.1/idem --json
+  $ idem verify --consumer ./balances.js
+  $ idem verify --consumer ./balances.ts --events ./history.jsonl --json`;
 
 export function registerVerify(program: Command, ctx: CliContext): void {
   withStoreOptions(
     program
       .command('verify')
-      .description('check a store: gap-free positions, contiguous versions, unique ids'),
+      .description('check a store (gap-free positions, contiguous versions, unique ids) or a consumer'),
   )
+    .option('--consumer <file>', 'check a consumer module against the checklist instead of a store')
+    .option('--events <file.jsonl>', 'with --consumer: the history to feed, one event per line')
     .addHelpText('after', HELP)
-    .action(async (flags: StoreFlags) => {
+    .action(async (flags: StoreFlags & Partial<VerifyConsumerFlags>) => {
+      if (flags.consumer !== undefined)
+        return verifyConsumerCommand({ ...flags, consumer: flags.consumer }, ctx);
+      if (flags.events !== undefined) throw new UsageError('--events needs --consumer');
       const out = new Output(ctx.io, flags.json === true);
       const { report, where } = await withStore(flags, ctx.env, async (store, target) => {
         const head = await store.headPosition();

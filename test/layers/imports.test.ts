@@ -21,9 +21,10 @@ const ALLOWED: Record<string, readonly string[]> = {
   server: ['core', 'effects'],
   nats: ['core'],
   commands: ['core'],
+  testkit: ['core', 'sqlite', 'consumer', 'effects'],
   '.': ['core', 'memory', 'consumer', 'effects', 'commands'],
   demo: ['core', 'sqlite', 'consumer', 'client', 'server'],
-  bench: ['core', 'sqlite', 'postgres', 'consumer', 'client', 'server', 'nats'],
+  bench: ['core', 'sqlite', 'postgres', 'consumer', 'client', 'server', 'nats', 'testkit'],
   cli: [
     'core',
     'memory',
@@ -37,6 +38,7 @@ const ALLOWED: Record<string, readonly string[]> = {
     'bench',
     'demo',
     'nats',
+    'testkit',
   ],
 };
 

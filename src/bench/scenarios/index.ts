@@ -12,6 +12,7 @@ import { postgresAppend } from './postgresAppend.js';
 import { postgresRead } from './postgresRead.js';
 import { redelivery } from './redelivery.js';
 import { sqliteAppend } from './sqliteAppend.js';
+import { testkitVerify } from './testkitVerify.js';
 
 /**
  * Every scenario, in run order (the order of the table in docs/benchmarks.md), with delivery (what
@@ -32,4 +33,5 @@ export const SCENARIOS: readonly Scenario[] = [
   deliveryPostgres,
   idleSubscriptionsScenario,
   jetstream,
+  testkitVerify,
 ];

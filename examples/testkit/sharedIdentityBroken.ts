@@ -1,0 +1,31 @@
+// BROKEN: each version writes its own table, but every version runs under the same name. Version 2
+// (a rebuild) takes over version 1's cursor and ledger: it gets nothing delivered and its table stays
+// empty. `idem verify --consumer` reports "Cursor acknowledgement follows durable processing" as
+// failing (the rebuild scenario).
+import type Database from 'better-sqlite3';
+import { createConsumer } from '../../src/index.js';
+import type { SqliteTarget } from '../../src/sqlite/index.js';
+import type { ConsumerFactory, StateReader } from '../../src/testkit/index.js';
+import { balancesTable, events, type Deposit } from './deposits.js';
+
+export { events };
+
+export const consumer: ConsumerFactory<SqliteTarget> = (source, target, { version }) => {
+  const table = balancesTable(target.db, version);
+  const add = target.db.prepare(
+    `INSERT INTO ${table} VALUES (?, ?) ON CONFLICT (account) DO UPDATE SET balance = balance + excluded.balance`,
+  );
+  return createConsumer<Database.Database>({
+    name: 'balances',
+    source,
+    target,
+    handle: (event) => {
+      add.run(event.stream, (event.data as unknown as Deposit).amount);
+    },
+  });
+};
+
+export const read: StateReader<SqliteTarget> = (target, { version }) =>
+  target.db
+    .prepare(`SELECT account, balance FROM ${balancesTable(target.db, version)} ORDER BY account`)
+    .all();
