@@ -348,7 +348,9 @@ class ConsumerRuntime<Tx> implements Consumer {
   }
 
   metrics(): ConsumerMetricsSnapshot {
-    return this.m.snapshot(this.progress);
+    const snapshot = this.m.snapshot(this.progress);
+    const source = this.o.source.metrics?.();
+    return source ? { ...snapshot, source } : snapshot;
   }
 
   async whenCaughtUp(options: { timeoutMs?: number } = {}): Promise<void> {
@@ -394,7 +396,7 @@ class ConsumerRuntime<Tx> implements Consumer {
       if (ok) {
         this.waiters.delete(w);
         w.resolve();
-      } else if (this.caughtUpAt >= 0 && w.lastMatching === null && !w.scanning) {
+      } else if (this.caughtUpAt >= 0 && w.lastMatching === null && !w.scanning && this.o.source.readAll) {
         // Live, but behind the waiter's head: the source delivers only matching events, so find the
         // last one up to the head; once it is acknowledged, everything up to the head is.
         w.scanning = true;
@@ -414,7 +416,9 @@ class ConsumerRuntime<Tx> implements Consumer {
 
   private async lastMatching(head: number): Promise<number> {
     let last = 0;
-    for await (const e of this.o.source.readAll({ after: this.progress.position, filter: this.o.filter })) {
+    const read = this.o.source.readAll?.bind(this.o.source);
+    if (!read) return head;
+    for await (const e of read({ after: this.progress.position, filter: this.o.filter })) {
       if (e.position > head) break;
       last = e.position;
     }

@@ -1,4 +1,5 @@
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import type { SourceMetrics } from '../core/consumerSource.js';
 import type { ConsumerMetricsOptions } from './options.js';
 
 /** Count, sum and largest value of a latency, in seconds. */
@@ -44,6 +45,8 @@ export interface ConsumerMetricsSnapshot {
   head: number;
   /** Events between the acknowledged position and the head (an upper bound under a filter), and the age of the checkpoint. */
   checkpointLag: { events: number; seconds: number };
+  /** The source's own delivery figures, for a source that reports them (`jetStreamSource`: pending, ack-pending, redelivered...). */
+  source?: SourceMetrics;
 }
 
 /** Where the consumer is: kept by the runtime, shown by the metrics. */

@@ -4,7 +4,7 @@ import { InvalidInputError } from '../core/errors.js';
 import { checkKnownKeys, type KnownKeys } from '../core/knownKeys.js';
 import type { RecordedEvent } from '../core/event.js';
 import type { JsonValue } from '../core/json.js';
-import type { EventStore } from '../core/eventStore.js';
+import type { ConsumerSource } from '../core/consumerSource.js';
 import { normalizeFilter, type EventFilter } from '../core/filter.js';
 import type { StartFrom } from '../core/subscription.js';
 import { MAX_BATCH_SIZE, MAX_IN_FLIGHT, MAX_LEASE_TTL_MS, MIN_LEASE_TTL_MS } from '../core/limits.js';
@@ -48,7 +48,7 @@ export interface BaseHandlerContext<Tx> {
   readonly consumer: string;
   /** 1 on the first try, 2 on the first retry, ... */
   readonly attempt: number;
-  /** True when the events are dead letters delivered again by `deadLetters.retry`. */
+  /** True when the events are dead letters delivered again by `deadLetters.retry`, or a source's redelivery (see `SubscriptionMessage`). */
   readonly redelivery: boolean;
   /**
    * Adds `amount` (default 1) to a counter in the target unless `member` (e.g. the event id) was counted
@@ -174,8 +174,11 @@ const METRICS_OPTION_KEYS = {
 export interface ConsumerBaseOptions<Tx> {
   /** The consumer's identity: versioned, e.g. `billing_v2`. */
   name: string;
-  /** Any event store: embedded, PostgreSQL, remote. Uses `subscribe`, `readStream` (gap recovery) and `headPosition`. */
-  source: EventStore;
+  /**
+   * Where events come from: any idem store (embedded, PostgreSQL, remote) or `jetStreamSource` from
+   * `idem/nats`. Uses `subscribe`, `headPosition`, and `readStream` (gap recovery) when it has one.
+   */
+  source: ConsumerSource;
   /** Where output, ledger, entity versions and checkpoint commit together. */
   target: ConsumerTarget<Tx>;
   /** How duplicates are recognised; an array combines guards. @default 'event-id' */
@@ -249,7 +252,7 @@ const RECONNECT_OPTION_KEYS = { initialDelayMs: true, maxDelayMs: true } as cons
 
 export interface ResolvedOptions<Tx> {
   name: string;
-  source: EventStore;
+  source: ConsumerSource;
   filter: EventFilter;
   target: ConsumerTarget<Tx>;
   guards: GuardSet;
@@ -309,9 +312,9 @@ export function resolveOptions<Tx, M extends EventMap>(options: ConsumerOptions<
   checkKnownKeys(options.reconnect, RECONNECT_OPTION_KEYS, 'reconnect');
   checkKnownKeys(options.metrics, METRICS_OPTION_KEYS, 'metrics');
   const name = validateConsumerName(options.name, 'name');
-  const given = options.source as EventStore | undefined;
+  const given = options.source as ConsumerSource | undefined;
   if (!given || typeof given.subscribe !== 'function') {
-    throw new InvalidInputError('source', 'must be an event store (with subscribe)');
+    throw new InvalidInputError('source', 'must be an event store or a consumer source (with subscribe)');
   }
   const upcast = compileUpcasters(options.upcasters);
   const source = upcast === null ? given : upcastingSource(given, upcast);
