@@ -91,6 +91,7 @@ class Source implements JetStreamSource {
   private durableInfo = { pending: 0, ackPending: 0, remade: 0 };
   private timer: NodeJS.Timeout | null = null;
   private closed = false;
+  private readonly live = new Set<JetStreamSubscription>();
 
   readonly readStream?: (stream: string, options?: ReadStreamOptions) => AsyncIterable<RecordedEvent>;
 
@@ -113,11 +114,17 @@ class Source implements JetStreamSource {
     }
   }
 
-  private connect(): Promise<Connected> {
-    if (this.closed) return Promise.reject(new IdemError('closed', 'the JetStream source is closed'));
+  private async connect(): Promise<Connected> {
+    if (this.closed) throw new IdemError('closed', 'the JetStream source is closed');
+    const current = await this.connecting?.catch(() => null);
+    if (current?.nc.isClosed() && !this.options.connection) this.connecting = null;
     this.connecting ??= (async () => {
       const nats = await loadNats();
-      const nc = this.options.connection ?? (await nats.connect({ servers: this.options.servers! }));
+      // Its own connection reconnects for as long as the source lives: a NATS restart is a pause.
+      const nc =
+        this.options.connection ??
+        (await nats.connect({ servers: this.options.servers!, maxReconnectAttempts: -1 }));
+      void this.watchStatus(nc);
       return { nc, js: nats.jetstream(nc), jsm: await nats.jetstreamManager(nc) };
     })().catch((err: unknown) => {
       this.connecting = null;
@@ -158,8 +165,23 @@ class Source implements JetStreamSource {
       signal: options.signal,
     });
     await sub.start(await js.consumers.get(this.stream, this.durable));
+    this.live.add(sub);
+    sub.onClose = () => this.live.delete(sub);
     this.watch(jsm);
     return sub;
+  }
+
+  /**
+   * After a reconnect, pull requests and deliveries of the old connection may be gone (a restarted
+   * server forgets them): the live subscriptions end, and the runtime's next one starts from the
+   * durable's acknowledgement floor.
+   */
+  private async watchStatus(nc: NatsConnection): Promise<void> {
+    for await (const s of nc.status()) {
+      if (s.type !== 'reconnect') continue;
+      for (const sub of this.live)
+        sub.interrupt(`NATS reconnected; "${this.durable}" starts over from its acknowledgement floor`);
+    }
   }
 
   /** Reads the durable's pending counts for the metrics, once a second, without keeping the process alive. */

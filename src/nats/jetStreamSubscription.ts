@@ -141,6 +141,14 @@ export class JetStreamSubscription implements Subscription {
     this.notify();
   }
 
+  /** Ends the subscription with `unavailable` (the runtime subscribes again): NATS reconnected. */
+  interrupt(reason: string): void {
+    if (this.closed || this.error) return;
+    this.error = new IdemError('unavailable', reason);
+    void this.messages?.close().catch(() => undefined);
+    this.notify();
+  }
+
   private notify(): void {
     const w = this.wake;
     this.wake = null;
@@ -208,9 +216,13 @@ export class JetStreamSubscription implements Subscription {
     return Promise.resolve();
   }
 
+  /** Called once the subscription is closed. */
+  onClose: () => void = () => undefined;
+
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    this.onClose();
     this.notify();
     this.space?.();
     await this.messages?.close().catch(() => undefined);
