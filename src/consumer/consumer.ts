@@ -2,7 +2,7 @@ import { ClosedError, IdemError, isIdemError } from '../core/errors.js';
 import type { RecordedEvent } from '../core/event.js';
 import type { Subscription } from '../core/subscription.js';
 import { backoffDelay, sleep } from '../core/backoff.js';
-import { MessageBatcher } from './messageBatcher.js';
+import { MessageBatcher, type Work } from './messageBatcher.js';
 import { ConsumerMetrics, type ConsumerMetricsSnapshot, type ConsumerProgress } from './metrics.js';
 import {
   phaseOf,
@@ -78,6 +78,12 @@ class ConsumerRuntime<Tx> implements Consumer {
   private failures = 0;
   private lastHeadCheck = 0;
   private waiters = new Set<Waiter>();
+  /** `gaps: 'wait'`: events held for a version gap, delivered again with the next batch. */
+  private held: RecordedEvent[] = [];
+  /** When each held entity was first held. */
+  private heldSince = new Map<string, number>();
+  /** The position the runtime would have acknowledged but for the held events, and a caught-up marker seen meanwhile. */
+  private withheld: { ack: number; caughtUp: number } = { ack: 0, caughtUp: -1 };
 
   constructor(options: ResolvedOptions<Tx>) {
     this.o = options;
@@ -190,18 +196,32 @@ class ConsumerRuntime<Tx> implements Consumer {
 
   private async consume(run: Run, sub: Subscription): Promise<'ended' | 'failed'> {
     const batcher = new MessageBatcher(sub[Symbol.asyncIterator](), this.o.batch);
+    // A new subscription delivers again whatever was held.
+    this.held = [];
+    this.heldSince.clear();
+    this.withheld = { ack: 0, caughtUp: -1 };
+    let pending: Promise<Work> | null = null;
     for (;;) {
-      const work = await batcher.next();
+      pending ??= batcher.next();
+      const got = this.held.length > 0 ? await this.orHeldDue(pending) : await pending;
+      let work: Work = { kind: 'events', events: [], redelivery: false };
+      if (got !== 'held_due') {
+        pending = null;
+        work = got;
+      }
       if (work.kind === 'end' || this.ending) return 'ended';
       if (work.kind === 'caught_up') {
-        this.caughtUpAt = Math.max(this.caughtUpAt, work.position);
-        this.enter({ kind: 'live', run });
-        this.setProgress(this.progress.position, Math.max(this.progress.head, work.position), 0);
-        this.checkWaiters();
+        if (this.held.length > 0) {
+          // Not caught up while events are held: the marker counts once they are handled.
+          this.withheld.caughtUp = Math.max(this.withheld.caughtUp, work.position);
+          continue;
+        }
+        this.caughtUp(run, work.position);
         continue;
       }
-      if (work.events.length === 0) continue;
-      const batch = this.runBatch(sub, work.events, work.redelivery);
+      const events = this.withHeld(work.events);
+      if (events.length === 0) continue;
+      const batch = this.runBatch(sub, events, work.redelivery);
       this.batchInFlight = batch;
       try {
         const outcome = await batch;
@@ -221,8 +241,49 @@ class ConsumerRuntime<Tx> implements Consumer {
         this.batchInFlight = null;
       }
       this.failures = 0;
+      if (this.held.length === 0 && this.withheld.caughtUp >= 0) {
+        this.caughtUp(run, this.withheld.caughtUp);
+        this.withheld.caughtUp = -1;
+      }
       this.checkWaiters();
     }
+  }
+
+  private caughtUp(run: Run, position: number): void {
+    this.caughtUpAt = Math.max(this.caughtUpAt, position);
+    this.enter({ kind: 'live', run });
+    this.setProgress(this.progress.position, Math.max(this.progress.head, position), 0);
+    this.checkWaiters();
+  }
+
+  /** The delivered events with the held ones, in position order (each entity's in version order). */
+  private withHeld(events: RecordedEvent[]): RecordedEvent[] {
+    if (this.held.length === 0) return events;
+    const all = [...this.held, ...events].sort((a, b) => a.position - b.position);
+    this.held = [];
+    return all;
+  }
+
+  /** The next work, or `held_due` once the oldest held entity has waited `gapWaitMs` (its gap is then recovered). */
+  private async orHeldDue(next: Promise<Work>): Promise<Work | 'held_due'> {
+    const oldest = Math.min(...this.heldSince.values());
+    let timer: NodeJS.Timeout | undefined;
+    const due = new Promise<'held_due'>((resolve) => {
+      timer = setTimeout(() => resolve('held_due'), Math.max(0, oldest + this.o.gapWaitMs - Date.now()));
+    });
+    try {
+      return await Promise.race([next, due]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** `gaps: 'wait'`: hold `e` (its entity has a gap) unless its entity has waited `gapWaitMs` already. */
+  private holdGap(e: RecordedEvent): boolean {
+    const now = Date.now();
+    const since = this.heldSince.get(e.stream) ?? now;
+    this.heldSince.set(e.stream, since);
+    return now - since < this.o.gapWaitMs;
   }
 
   private async runBatch(
@@ -232,10 +293,17 @@ class ConsumerRuntime<Tx> implements Consumer {
   ): Promise<BatchOutcome> {
     this.m.add('delivered', events.length);
     const outcome = await processBatch(
-      { options: this.o, epoch: sub.epoch, park: (position, info) => sub.park(position, info) },
+      {
+        options: this.o,
+        epoch: sub.epoch,
+        park: (position, info) => sub.park(position, info),
+        ...(this.o.gaps === 'wait' && { holdGap: (e: RecordedEvent) => this.holdGap(e) }),
+      },
       events,
       redelivery,
     );
+    let ackPosition = outcome.ackPosition;
+    if (this.o.gaps === 'wait') ackPosition = this.afterHolding(events, outcome);
     const now = Date.now();
     const t = outcome.tally;
     this.m.add('batches', t.transactions);
@@ -248,10 +316,10 @@ class ConsumerRuntime<Tx> implements Consumer {
     this.m.entities(t.handledStreams, t.parkedStreams);
     for (const s of t.handlerSeconds) this.m.handlerSeconds(s);
     for (const ms of t.recordedAtMs) this.m.endToEndSeconds(Math.max(0, now - ms) / 1000);
-    if (outcome.ackPosition !== null) await sub.ack(outcome.ackPosition);
+    if (ackPosition !== null) await sub.ack(ackPosition);
     const last = events[events.length - 1]!;
     this.setProgress(
-      Math.max(this.progress.position, outcome.ackPosition ?? 0),
+      Math.max(this.progress.position, ackPosition ?? 0),
       this.progress.head,
       Math.max(0, now - Date.parse(last.recordedAt)) / 1000,
     );
@@ -263,6 +331,24 @@ class ConsumerRuntime<Tx> implements Consumer {
       );
     }
     return outcome;
+  }
+
+  /**
+   * Keeps the events the batch held, and says what to acknowledge: nothing at or after a held event
+   * while any is held; once none is, everything the batches committed meanwhile.
+   */
+  private afterHolding(events: RecordedEvent[], outcome: BatchOutcome): number | null {
+    this.held = outcome.held;
+    const streams = new Set(this.held.map((e) => e.stream));
+    for (const s of this.heldSince.keys()) if (!streams.has(s)) this.heldSince.delete(s);
+    if (outcome.stop) return outcome.ackPosition;
+    if (this.held.length > 0) {
+      this.withheld.ack = Math.max(this.withheld.ack, events[events.length - 1]!.position);
+      return outcome.ackPosition;
+    }
+    const ack = Math.max(outcome.ackPosition ?? 0, this.withheld.ack);
+    this.withheld.ack = 0;
+    return ack > 0 ? ack : null;
   }
 
   /** Records the acknowledged position and the head (never below it), and sets the gauges. */

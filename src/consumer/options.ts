@@ -184,8 +184,15 @@ export interface ConsumerBaseOptions<Tx> {
   /** How duplicates are recognised; an array combines guards. @default 'event-id' */
   guard?: Guard | Guard[];
   onError?: ErrorPolicy;
-  /** Version gaps (entity-version guard): read the missing versions and apply them, or fail. @default 'recover' */
-  gaps?: 'recover' | 'fail';
+  /**
+   * Version gaps (entity-version guard): read the missing versions from the source and apply them, or
+   * fail; or `'wait'`: hold only that entity's events (uncommitted, unacknowledged) until the missing
+   * versions arrive, for a source that may deliver an entity out of order, and after `gapWaitMs`
+   * recover as `'recover'` does. @default 'recover'
+   */
+  gaps?: 'recover' | 'fail' | 'wait';
+  /** How long `gaps: 'wait'` holds an entity before recovering its gap (1-3,600,000 ms). @default 10000 */
+  gapWaitMs?: number;
   batch?: BatchOptions;
   /** Wait as a standby while another process owns the consumer, instead of rejecting `start()`. @default false */
   standby?: boolean;
@@ -233,6 +240,7 @@ export const CONSUMER_OPTION_KEYS = {
   handleBatch: true,
   onError: true,
   gaps: true,
+  gapWaitMs: true,
   batch: true,
   standby: true,
   from: true,
@@ -260,7 +268,8 @@ export interface ResolvedOptions<Tx> {
   handle: Handler<Tx> | null;
   handleBatch: BatchHandler<Tx> | null;
   onError: Required<ErrorPolicy>;
-  gaps: 'recover' | 'fail';
+  gaps: 'recover' | 'fail' | 'wait';
+  gapWaitMs: number;
   batch: Required<BatchOptions>;
   standby: boolean;
   from: StartFrom;
@@ -340,8 +349,8 @@ export function resolveOptions<Tx, M extends EventMap>(options: ConsumerOptions<
     throw new InvalidInputError('onError.backoff', "must be 'exponential' or 'none'");
   }
   const gaps = options.gaps ?? 'recover';
-  if (gaps !== 'recover' && gaps !== 'fail')
-    throw new InvalidInputError('gaps', "must be 'recover' or 'fail'");
+  if (gaps !== 'recover' && gaps !== 'fail' && gaps !== 'wait')
+    throw new InvalidInputError('gaps', "must be 'recover', 'fail' or 'wait'");
   const from = options.from ?? 'start';
   if (
     from !== 'start' &&
@@ -377,6 +386,7 @@ export function resolveOptions<Tx, M extends EventMap>(options: ConsumerOptions<
       then,
     },
     gaps,
+    gapWaitMs: boundedInt(options.gapWaitMs, 'gapWaitMs', 1, 3_600_000, 10_000),
     batch: resolveBatch(options.batch),
     standby: options.standby === true,
     from,

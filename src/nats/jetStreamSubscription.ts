@@ -46,8 +46,9 @@ interface Delivered {
  * at or below a position delivered before is a redelivery and comes in a batch of its own, flagged
  * `redelivery`, so that the runtime asks its ledger about it.
  *
- * `ack(position)` acknowledges, one message at a time, every message delivered up to the one that
- * carries `position`, in delivery order: only messages the runtime committed. An ack-all would also
+ * `ack(position)` acknowledges, one message at a time, every delivered message at or below
+ * `position`: only messages the runtime committed (a copy JetStream delivered again of an event at or
+ * below it is one the runtime committed, or skips by its ledger). An ack-all would also
  * acknowledge messages JetStream delivered but that never reached this process (lost in a reconnect);
  * a jump in JetStream's delivery sequence ends the subscription instead, so that the next one starts
  * from the durable's acknowledgement floor.
@@ -194,10 +195,14 @@ export class JetStreamSubscription implements Subscription {
   }
 
   ack(position: number): Promise<void> {
-    const i = this.unacked.findIndex((d) => d.position === position);
-    if (i < 0) return Promise.resolve();
-    for (const d of this.unacked.splice(0, i + 1)) d.msg.ack();
-    this.s.counts.acked += i + 1;
+    let kept = 0;
+    for (const d of this.unacked) {
+      if (d.position <= position) {
+        d.msg.ack();
+        this.s.counts.acked++;
+      } else this.unacked[kept++] = d;
+    }
+    this.unacked.length = kept;
     this.space?.();
     this.space = null;
     return Promise.resolve();

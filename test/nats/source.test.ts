@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import type Database from 'better-sqlite3';
 import { headers } from '@nats-io/transport-node';
@@ -21,6 +22,7 @@ import {
   type SqliteTarget,
 } from '../../src/sqlite/index.js';
 import { NATS_URL, requireOrSkip, tempDir, until, type TempDir } from '../support/index.js';
+import { writeEventHeaders } from '../../src/nats/relayMessage.js';
 import { natsFixture, type NatsFixture } from './natsSupport.js';
 
 const skip = await requireOrSkip('nats');
@@ -246,6 +248,77 @@ describe('JetStream source (nats-server at 127.0.0.1:4222, SQLite store and targ
     });
     assert.match(without.status().lastError!.message, /recoverFrom/);
     await without.stop();
+  });
+
+  it("gaps: 'wait' holds only the entity whose version is missing until it arrives, then fails after gapWaitMs", async () => {
+    const stream = nats.streamName();
+    await nats.jsm.streams.add({ name: stream, subjects: [`${stream}.>`] });
+    const js = jetstream(nats.nc);
+    const at = new Date(0).toISOString();
+    const publish = (id: string, entity: string, version: number, position: number) => {
+      const e = {
+        id,
+        stream: entity,
+        version,
+        position,
+        type: 'acct.changed',
+        data: { version },
+        metadata: {},
+        recordedAt: at,
+      };
+      return js.publish(`${stream}.events`, new TextEncoder().encode(JSON.stringify(e.data)), {
+        msgID: id,
+        headers: writeEventHeaders(headers(), e),
+      });
+    };
+    const ids = Array.from({ length: 6 }, () => randomUUID());
+    // acct-1 arrives v1, v3 (v2 missing), acct-2 v1; v2 of acct-1 comes later, as from another publisher.
+    await publish(ids[0]!, 'acct-1', 1, 1);
+    await publish(ids[2]!, 'acct-1', 3, 3);
+    await publish(ids[3]!, 'acct-2', 1, 4);
+    const t = target();
+    const c = consumer(source(stream), t, { guard: 'entity-version', gaps: 'wait', gapWaitMs: 60_000 });
+    await c.start();
+    try {
+      await until(() => applied(t).some((r) => r.stream === 'acct-2'), {
+        timeoutMs: 20_000,
+        message: 'the other entity to go on',
+      });
+      assert.deepEqual(
+        applied(t).map((r) => `${r.stream}@${r.version}`),
+        ['acct-1@1', 'acct-2@1'],
+        'acct-1 v3 waits for v2',
+      );
+      assert.equal(c.metrics().position, 1, 'nothing at or after the held event is acknowledged');
+      await publish(ids[1]!, 'acct-1', 2, 2);
+      await until(() => applied(t).length === 4, { timeoutMs: 20_000, message: 'v2 then v3' });
+      assert.deepEqual(
+        applied(t).map((r) => `${r.stream}@${r.version}`),
+        ['acct-1@1', 'acct-2@1', 'acct-1@2', 'acct-1@3'],
+      );
+      await until(() => c.metrics().position === 4, { timeoutMs: 20_000, message: 'the acks to catch up' });
+    } finally {
+      await c.stop();
+    }
+    // A version that never comes: after gapWaitMs the gap policy applies (no store to recover from: a stop).
+    await publish(ids[4]!, 'acct-3', 2, 5);
+    const t2 = target();
+    const c2 = consumer(source(stream), t2, { guard: 'entity-version', gaps: 'wait', gapWaitMs: 300 });
+    await c2.start();
+    try {
+      await until(() => c2.status().state === 'failed', {
+        timeoutMs: 20_000,
+        message: 'the stop at the gap',
+      });
+      assert.match(c2.status().lastError!.message, /acct-3/);
+      assert.deepEqual(
+        applied(t2).map((r) => `${r.stream}@${r.version}`),
+        ['acct-1@1', 'acct-2@1', 'acct-1@2', 'acct-1@3'],
+        'every entity but acct-3 applied, acct-1 in version order',
+      );
+    } finally {
+      await c2.stop();
+    }
   });
 
   it('terminates a message that no relay published, and goes on', async () => {
