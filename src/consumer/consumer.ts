@@ -355,7 +355,7 @@ class ConsumerRuntime<Tx> implements Consumer {
   private setProgress(position: number, head: number, lagSeconds = this.progress.lagSeconds): void {
     const top = Math.max(head, position);
     this.progress = { position, head: top, lagSeconds: top > position ? lagSeconds : 0 };
-    this.m.gauges(this.progress);
+    this.m.gauges(this.progress, this.o.metrics ? this.o.source.metrics?.() : undefined);
   }
 
   stop(): Promise<void> {

@@ -135,6 +135,7 @@ export class ConsumerMetrics {
     lagSeconds: Gauge<'consumer'>;
     parkedEntities: Gauge<'consumer'>;
     position: Gauge<'consumer'>;
+    source: Gauge<'consumer' | 'figure'>;
   } | null;
 
   constructor(
@@ -174,6 +175,17 @@ export class ConsumerMetrics {
       lagSeconds: gauge('checkpoint_lag_seconds', 'Age of the checkpoint while behind the head'),
       parkedEntities: gauge('parked_entities', 'Entities parked behind a dead letter'),
       position: gauge('position', 'Last acknowledged position'),
+      source: metric(
+        registry,
+        `${p}source`,
+        () =>
+          new Gauge({
+            name: `${p}source`,
+            help: "The source's own delivery figures (jetStreamSource: pending, ackPending, redelivered...)",
+            labelNames: ['consumer', 'figure'],
+            registers,
+          }),
+      ),
     };
   }
 
@@ -199,10 +211,13 @@ export class ConsumerMetrics {
     for (const s of parked) this.parkedStreams.add(s);
   }
 
-  /** Sets the position, lag and parked-entity gauges from the runtime's progress. */
-  gauges(p: ConsumerProgress): void {
+  /** Sets the position, lag and parked-entity gauges from the runtime's progress, and the source's figures. */
+  gauges(p: ConsumerProgress, source?: SourceMetrics): void {
     if (!this.prom) return;
     const labels = { consumer: this.consumer };
+    if (source)
+      for (const [figure, value] of Object.entries(source))
+        this.prom.source.set({ consumer: this.consumer, figure }, value);
     this.prom.position.set(labels, p.position);
     this.prom.lagEvents.set(labels, p.head - p.position);
     this.prom.lagSeconds.set(labels, p.lagSeconds);

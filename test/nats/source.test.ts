@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import type Database from 'better-sqlite3';
+import { Registry } from 'prom-client';
 import { headers } from '@nats-io/transport-node';
 import { jetstream } from '@nats-io/jetstream';
 import { createConsumer, type Consumer } from '../../src/consumer/consumer.js';
@@ -130,7 +131,8 @@ describe('JetStream source (nats-server at 127.0.0.1:4222, SQLite store and targ
     await appendInvoices(60, `invoice-a${n}`);
     const stream = await relayed();
     const t = target();
-    const c = consumer(source(stream), t, { filter: { categories: [`invoice`] } });
+    const registry = new Registry();
+    const c = consumer(source(stream), t, { filter: { categories: [`invoice`] }, metrics: { registry } });
     await c.start();
     try {
       await c.whenCaughtUp({ timeoutMs: 20_000 });
@@ -155,6 +157,9 @@ describe('JetStream source (nats-server at 127.0.0.1:4222, SQLite store and targ
       assert.equal(m.source.acked, want.length);
       assert.equal(typeof m.source.pending, 'number');
       assert.equal(typeof m.source.ackPending, 'number');
+      const prom = await registry.getSingleMetricAsString('idem_consumer_source');
+      for (const figure of ['pending', 'ackPending', 'redelivered', 'maxDeliveryCount'])
+        assert.match(prom, new RegExp(`figure="${figure}"`), `Prometheus shows ${figure}`);
     } finally {
       await c.stop();
     }
