@@ -7,10 +7,12 @@ import { writeSync } from 'node:fs';
 import pg from 'pg';
 import { createConsumer } from '../../src/consumer/consumer.js';
 import type { ConsumerTarget } from '../../src/core/consumerTarget.js';
+import type { ConsumerSource } from '../../src/core/consumerSource.js';
 import type { EventStore } from '../../src/core/eventStore.js';
 import type { EventFilter } from '../../src/core/filter.js';
 import type { Subscription } from '../../src/core/subscription.js';
 import { connect } from '../../src/client/connect.js';
+import { jetStreamSource } from '../../src/nats/index.js';
 import { openPostgresStore } from '../../src/postgres/postgresStore.js';
 import { postgresTarget } from '../../src/postgres/target.js';
 import { openSqliteStore } from '../../src/sqlite/sqliteStore.js';
@@ -24,6 +26,8 @@ export interface ConsumerChildConfig {
     { kind: 'sqlite'; path: string } | { kind: 'postgres'; url: string } | { kind: 'remote'; url: string };
   target: { kind: 'sqlite'; path: string } | { kind: 'postgres'; url: string };
   consumer: string;
+  /** Read the events from this JetStream durable (written by a relay of `store`) instead of from the store. */
+  jetstream?: { nats: string; stream: string; durable: string };
   filter?: EventFilter;
   batchSize?: number;
   leaseTtlMs?: number;
@@ -98,15 +102,24 @@ const hookedTarget: ConsumerTarget<unknown> = {
   close: () => target.close(),
 };
 
-/** The store with a kill point right after each ack is sent (its outcome unknown to the consumer). */
-const hookedSource: EventStore = {
-  append: (s, e, o) => store.append(s, e, o),
-  readStream: (s, o) => store.readStream(s, o),
-  readAll: (o) => store.readAll(o),
-  headPosition: () => store.headPosition(),
-  streamVersion: (s) => store.streamVersion(s),
+const natsSource = config.jetstream
+  ? jetStreamSource({
+      servers: config.jetstream.nats,
+      stream: config.jetstream.stream,
+      durable: config.jetstream.durable,
+      recoverFrom: store,
+      ackWaitMs: 2000,
+    })
+  : null;
+const source: ConsumerSource = natsSource ?? store;
+
+/** The source with a kill point right after each ack is sent (its outcome unknown to the consumer). */
+const hookedSource: ConsumerSource = {
+  ...(source.readStream && { readStream: (s, o) => source.readStream!(s, o) }),
+  ...(source.readAll && { readAll: (o) => source.readAll!(o) }),
+  headPosition: () => source.headPosition(),
   subscribe: async (consumer, options) => {
-    const sub = await store.subscribe(consumer, options);
+    const sub = await source.subscribe(consumer, options);
     const hooked: Subscription = {
       get consumer() {
         return sub.consumer;
@@ -129,9 +142,6 @@ const hookedSource: EventStore = {
     };
     return hooked;
   },
-  consumers: store.consumers,
-  deadLetters: store.deadLetters,
-  close: () => store.close(),
 };
 
 const consumer = createConsumer<unknown>({
@@ -156,6 +166,7 @@ async function shutdown(code: number): Promise<never> {
   clearInterval(timer);
   report();
   await consumer.stop().catch(() => undefined);
+  await natsSource?.close().catch(() => undefined);
   await store.close().catch(() => undefined);
   await target.close().catch(() => undefined);
   await pool?.end().catch(() => undefined);

@@ -3,9 +3,9 @@
  * the target commit but before the ack, right after sending the ack) and at random moments, while events
  * keep arriving. Each life resumes from the acknowledged cursor; the ledger turns redeliveries into skips.
  */
-import type { KillPoint } from '../children/consumerChild.js';
+import type { ConsumerChildConfig, KillPoint } from '../children/consumerChild.js';
 import { Child, ScriptRunner } from '../processes.js';
-import { openSetup, type Backend } from '../stores.js';
+import { openSetup, type Backend, type Setup } from '../stores.js';
 import { emptyBody, type Scenario, type ScenarioBody, type ScenarioContext } from '../types.js';
 
 const FILTER = { categories: ['invoice'] };
@@ -18,17 +18,37 @@ export function consumerKillScenario(backend: Backend): Scenario {
     name: `consumer-sigkill-${backend}`,
     proves: `a consumer SIGKILLed in its handler, between commit and ack, and during the ack loses and doubles nothing (${backend} store + ${backend} target)`,
     postgres: backend === 'postgres',
-    run: (ctx) => run(ctx, backend),
+    run: (ctx) => {
+      const full = ctx.size === 'full';
+      return runConsumerKills(ctx, backend, { events: full ? 50_000 : 2_000, kills: full ? 50 : 6 });
+    },
   };
 }
 
-async function run(ctx: ScenarioContext, backend: Backend): Promise<ScenarioBody> {
+/** Where the consumer children read from besides the store itself: a JetStream durable fed by a relay. */
+export interface KilledConsumerFeed {
+  /** Merged into every child's config. */
+  childConfig: Partial<ConsumerChildConfig>;
+  /** Resolves once the feed holds every event the store has. */
+  caughtUp(): Promise<void>;
+}
+
+export async function runConsumerKills(
+  ctx: ScenarioContext,
+  backend: Backend,
+  size: { events: number; kills: number },
+  feed?: (setup: Setup) => Promise<KilledConsumerFeed & { close(): Promise<void> }>,
+): Promise<ScenarioBody> {
   const full = ctx.size === 'full';
-  const totalEvents = full ? 50_000 : 2_000;
-  const targetKills = full ? 50 : 6;
+  const totalEvents = size.events;
+  const targetKills = size.kills;
   const streams = full ? 200 : 40;
   const r = ctx.random;
   const setup = await openSetup(backend, ctx.dir);
+  const via = await feed?.(setup).catch(async (err: unknown) => {
+    await setup.close();
+    throw err;
+  });
   const runner = new ScriptRunner(ctx.dir);
   const body = emptyBody();
   const kills: Record<Fault, number> = { handler: 0, 'after-commit': 0, 'during-ack': 0, timer: 0 };
@@ -53,6 +73,7 @@ async function run(ctx: ScenarioContext, backend: Backend): Promise<ScenarioBody
     for (;;) {
       const inject = totalKills < targetKills;
       if (inject) await appendChunk();
+      await via?.caughtUp();
       const fault: Fault | null = inject
         ? r.pick<Fault>(['handler', 'after-commit', 'during-ack', 'timer'])
         : null;
@@ -61,6 +82,7 @@ async function run(ctx: ScenarioContext, backend: Backend): Promise<ScenarioBody
         store: setup.storeConfig,
         target: setup.targetConfig,
         consumer: CONSUMER,
+        ...via?.childConfig,
         filter: FILTER,
         batchSize: 100,
         leaseTtlMs: 1000,
@@ -113,6 +135,7 @@ async function run(ctx: ScenarioContext, backend: Backend): Promise<ScenarioBody
     body.notes.push(`${lives} lives`);
     return body;
   } finally {
+    await via?.close();
     await setup.close();
   }
 }

@@ -2,7 +2,9 @@ import type { Scenario } from '../types.js';
 import { abuseScenario } from './abuse.js';
 import { badInputScenario } from './badInput.js';
 import { consumerKillScenario } from './consumerKill.js';
+import { jetstreamConsumerKillScenario } from './jetstreamConsumerKill.js';
 import { loadScenario } from './load.js';
+import { natsRestartScenario } from './natsRestart.js';
 import { networkCutsScenario } from './networkCuts.js';
 import { poisonScenario } from './poison.js';
 import { postgresTerminateScenario } from './postgresTerminate.js';
@@ -31,4 +33,6 @@ export const SCENARIOS: readonly Scenario[] = [
   abuseScenario,
   relaySigkillScenario('sqlite'),
   relaySigkillScenario('postgres'),
+  jetstreamConsumerKillScenario,
+  natsRestartScenario,
 ];

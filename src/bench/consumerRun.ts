@@ -1,6 +1,6 @@
 import { setTimeout as delay } from 'node:timers/promises';
 import type { ConsumerTarget } from '../core/consumerTarget.js';
-import type { EventStore } from '../core/eventStore.js';
+import type { ConsumerSource } from '../core/consumerSource.js';
 import {
   createConsumer,
   type BatchHandler,
@@ -14,7 +14,7 @@ import { timed, type Timed } from './measure.js';
 
 export interface ConsumerRunSpec<Tx> {
   name: string;
-  source: EventStore;
+  source: ConsumerSource;
   target: ConsumerTarget<Tx>;
   /** The per-event handler, or (`handleBatch`) the batch handler: exactly one. */
   handle?: Handler<Tx>;

@@ -125,11 +125,13 @@ export async function planGap<Tx>(
 ): Promise<GapPlan> {
   const need = e.version - current - 1;
   const missing: RecordedEvent[] = [];
-  for await (const m of o.source.readStream(e.stream, { fromVersion: current + 1, limit: need }))
-    missing.push(m);
+  const read = o.source.readStream?.bind(o.source);
+  if (read) for await (const m of read(e.stream, { fromVersion: current + 1, limit: need })) missing.push(m);
   const complete = missing.length === need && missing.every((m, i) => m.version === current + 1 + i);
   if (!complete) {
-    const why = 'the store does not have the missing versions';
+    const why = read
+      ? 'the store does not have the missing versions'
+      : 'the source cannot read them (give jetStreamSource a store as recoverFrom)';
     return { kind: 'fatal', error: new VersionGapError(e.stream, current + 1, e.version, why) };
   }
   // Versions outside the consumer's filter are not input it missed: they only move the version on.

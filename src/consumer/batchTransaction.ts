@@ -16,6 +16,8 @@ export interface BatchDeps<Tx> {
   park(position: number, info: ParkInfo): Promise<void>;
   /** The delivery span's traceparent: the handler and commit spans are its children. */
   traceparent?: string | undefined;
+  /** Under `gaps: 'wait'`: true while an event with a version gap is to be held, not recovered yet. */
+  holdGap?(e: RecordedEvent): boolean;
 }
 
 /** A failed try of one event in an earlier transaction of the batch. */
@@ -69,6 +71,8 @@ export interface Committed {
   retry: (Later & { resumeAt: number }) | null;
   tally: BatchTally;
   parkedBehind: ReadonlySet<string>;
+  /** Events held for a version gap (`gaps: 'wait'`), with their entities' later ones: not handled, not acknowledged. */
+  held: RecordedEvent[];
 }
 
 function failed(error: Error, attempts: number, fatal = false): Failure {
@@ -121,6 +125,9 @@ export class BatchTransaction<Tx> {
     let stop: Committed['stop'] = null;
     let retry: Committed['retry'] = null;
     let ackIndex = events.length - 1;
+    const held: RecordedEvent[] = [];
+    const heldStreams = new Set<string>();
+    let firstHeld = events.length;
     for (let i = 0; i < plan.fresh.length; i++) {
       const e = plan.fresh[i]!;
       if (record.parkedBehind.has(e.stream)) {
@@ -128,11 +135,21 @@ export class BatchTransaction<Tx> {
         tally.parked++;
         continue;
       }
+      if (heldStreams.has(e.stream)) {
+        held.push(e);
+        continue;
+      }
       const keys = plan.keys[i]!;
       let step: Step;
       if (!Array.isArray(keys)) step = failed(keys, 0);
       else if (plan.isDuplicate(e, keys)) {
         tally.duplicates++;
+        continue;
+      } else if (plan.hasGap(e) && this.deps.holdGap?.(e)) {
+        // The missing versions may still arrive: the entity waits, the others go on.
+        held.push(e);
+        heldStreams.add(e.stream);
+        firstHeld = Math.min(firstHeld, plan.start + i);
         continue;
       } else {
         step = plan.hasGap(e) ? await this.recoverGap(e) : null;
@@ -158,6 +175,8 @@ export class BatchTransaction<Tx> {
     }
     const flushed = await this.flush();
     if (flushed) return flushed;
+    // Nothing at or after a held event is acknowledged (or checkpointed) until it is handled.
+    ackIndex = Math.min(ackIndex, firstHeld - 1);
     const ackPosition = ackIndex >= 0 ? events[ackIndex]!.position : null;
     await this.t.record(this.o.name, {
       entries: record.entries,
@@ -167,7 +186,15 @@ export class BatchTransaction<Tx> {
     });
     for (const p of record.parks) await this.deps.park(p.position, p.info);
     tally.transactions = 1;
-    return { kind: 'committed', ackPosition, stop, retry, tally, parkedBehind: record.parkedBehind };
+    return {
+      kind: 'committed',
+      ackPosition,
+      stop,
+      retry,
+      tally,
+      parkedBehind: record.parkedBehind,
+      held,
+    };
   }
 
   /** Counts an event as handled: its ledger keys and entity version are written with the batch. */

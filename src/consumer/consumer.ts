@@ -3,7 +3,7 @@ import type { RecordedEvent } from '../core/event.js';
 import type { ConsumerPause, Subscription } from '../core/subscription.js';
 import { backoffDelay, sleep } from '../core/backoff.js';
 import { traced, traceparentOf } from '../core/tracing.js';
-import { MessageBatcher } from './messageBatcher.js';
+import { MessageBatcher, type Work } from './messageBatcher.js';
 import { ConsumerMetrics, type ConsumerMetricsSnapshot, type ConsumerProgress } from './metrics.js';
 import {
   phaseOf,
@@ -86,6 +86,12 @@ class ConsumerRuntime<Tx> implements Consumer {
   private waiters = new Set<Waiter>();
   private lastReport = 0;
   private reportTimer: NodeJS.Timeout | null = null;
+  /** `gaps: 'wait'`: events held for a version gap, delivered again with the next batch. */
+  private held: RecordedEvent[] = [];
+  /** When each held entity was first held. */
+  private heldSince = new Map<string, number>();
+  /** The position the runtime would have acknowledged but for the held events, and a caught-up marker seen meanwhile. */
+  private withheld: { ack: number; caughtUp: number } = { ack: 0, caughtUp: -1 };
 
   constructor(options: ResolvedOptions<Tx>) {
     this.o = options;
@@ -208,14 +214,27 @@ class ConsumerRuntime<Tx> implements Consumer {
 
   private async consume(run: Run, sub: Subscription): Promise<'ended' | 'failed'> {
     const batcher = new MessageBatcher(sub[Symbol.asyncIterator](), this.o.batch);
+    // A new subscription delivers again whatever was held.
+    this.held = [];
+    this.heldSince.clear();
+    this.withheld = { ack: 0, caughtUp: -1 };
+    let pending: Promise<Work> | null = null;
     for (;;) {
-      const work = await batcher.next();
+      pending ??= batcher.next();
+      const got = this.held.length > 0 ? await this.orHeldDue(pending) : await pending;
+      let work: Work = { kind: 'events', events: [], redelivery: false };
+      if (got !== 'held_due') {
+        pending = null;
+        work = got;
+      }
       if (work.kind === 'end' || this.ending) return 'ended';
       if (work.kind === 'caught_up') {
-        this.caughtUpAt = Math.max(this.caughtUpAt, work.position);
-        this.enter({ kind: 'live', run });
-        this.setProgress(this.progress.position, Math.max(this.progress.head, work.position), 0);
-        this.checkWaiters();
+        if (this.held.length > 0) {
+          // Not caught up while events are held: the marker counts once they are handled.
+          this.withheld.caughtUp = Math.max(this.withheld.caughtUp, work.position);
+          continue;
+        }
+        this.caughtUp(run, work.position);
         this.report(run);
         continue;
       }
@@ -223,8 +242,9 @@ class ConsumerRuntime<Tx> implements Consumer {
         this.pauseChanged(run, work.pause);
         continue;
       }
-      if (work.events.length === 0) continue;
-      const batch = this.runBatch(sub, work.events, work.redelivery);
+      const events = this.withHeld(work.events);
+      if (events.length === 0) continue;
+      const batch = this.runBatch(sub, events, work.redelivery);
       this.batchInFlight = batch;
       try {
         const outcome = await batch;
@@ -244,6 +264,10 @@ class ConsumerRuntime<Tx> implements Consumer {
         this.batchInFlight = null;
       }
       this.failures = 0;
+      if (this.held.length === 0 && this.withheld.caughtUp >= 0) {
+        this.caughtUp(run, this.withheld.caughtUp);
+        this.withheld.caughtUp = -1;
+      }
       this.checkWaiters();
       this.report(run);
     }
@@ -266,6 +290,43 @@ class ConsumerRuntime<Tx> implements Consumer {
       this.reportTimer = setTimeout(send, wait);
       this.reportTimer.unref();
     }
+  }
+
+  private caughtUp(run: Run, position: number): void {
+    this.caughtUpAt = Math.max(this.caughtUpAt, position);
+    this.enter({ kind: 'live', run });
+    this.setProgress(this.progress.position, Math.max(this.progress.head, position), 0);
+    this.checkWaiters();
+  }
+
+  /** The delivered events with the held ones, in position order (each entity's in version order). */
+  private withHeld(events: RecordedEvent[]): RecordedEvent[] {
+    if (this.held.length === 0) return events;
+    const all = [...this.held, ...events].sort((a, b) => a.position - b.position);
+    this.held = [];
+    return all;
+  }
+
+  /** The next work, or `held_due` once the oldest held entity has waited `gapWaitMs` (its gap is then recovered). */
+  private async orHeldDue(next: Promise<Work>): Promise<Work | 'held_due'> {
+    const oldest = Math.min(...this.heldSince.values());
+    let timer: NodeJS.Timeout | undefined;
+    const due = new Promise<'held_due'>((resolve) => {
+      timer = setTimeout(() => resolve('held_due'), Math.max(0, oldest + this.o.gapWaitMs - Date.now()));
+    });
+    try {
+      return await Promise.race([next, due]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** `gaps: 'wait'`: hold `e` (its entity has a gap) unless its entity has waited `gapWaitMs` already. */
+  private holdGap(e: RecordedEvent): boolean {
+    const now = Date.now();
+    const since = this.heldSince.get(e.stream) ?? now;
+    this.heldSince.set(e.stream, since);
+    return now - since < this.o.gapWaitMs;
   }
 
   private async runBatch(
@@ -313,10 +374,13 @@ class ConsumerRuntime<Tx> implements Consumer {
         epoch: sub.epoch,
         park: (position, info) => sub.park(position, info),
         traceparent,
+        ...(this.o.gaps === 'wait' && { holdGap: (e: RecordedEvent) => this.holdGap(e) }),
       },
       events,
       redelivery,
     );
+    let ackPosition = outcome.ackPosition;
+    if (this.o.gaps === 'wait') ackPosition = this.afterHolding(events, outcome);
     const now = Date.now();
     const t = outcome.tally;
     this.m.add('batches', t.transactions);
@@ -330,12 +394,12 @@ class ConsumerRuntime<Tx> implements Consumer {
     for (const s of t.handlerSeconds) this.m.handlerSeconds(s);
     for (const ms of t.recordedAtMs) this.m.endToEndSeconds(Math.max(0, now - ms) / 1000);
     const last = events[events.length - 1]!;
-    if (outcome.ackPosition !== null) {
-      await sub.ack(outcome.ackPosition);
-      await this.pruner.acked(outcome.ackPosition, t.processed, Date.parse(last.recordedAt));
+    if (ackPosition !== null) {
+      await sub.ack(ackPosition);
+      await this.pruner.acked(ackPosition, t.processed, Date.parse(last.recordedAt));
     }
     this.setProgress(
-      Math.max(this.progress.position, outcome.ackPosition ?? 0),
+      Math.max(this.progress.position, ackPosition ?? 0),
       this.progress.head,
       Math.max(0, now - Date.parse(last.recordedAt)) / 1000,
     );
@@ -359,11 +423,29 @@ class ConsumerRuntime<Tx> implements Consumer {
     this.m.paused(pause !== null);
   }
 
+  /**
+   * Keeps the events the batch held, and says what to acknowledge: nothing at or after a held event
+   * while any is held; once none is, everything the batches committed meanwhile.
+   */
+  private afterHolding(events: RecordedEvent[], outcome: BatchOutcome): number | null {
+    this.held = outcome.held;
+    const streams = new Set(this.held.map((e) => e.stream));
+    for (const s of this.heldSince.keys()) if (!streams.has(s)) this.heldSince.delete(s);
+    if (outcome.stop) return outcome.ackPosition;
+    if (this.held.length > 0) {
+      this.withheld.ack = Math.max(this.withheld.ack, events[events.length - 1]!.position);
+      return outcome.ackPosition;
+    }
+    const ack = Math.max(outcome.ackPosition ?? 0, this.withheld.ack);
+    this.withheld.ack = 0;
+    return ack > 0 ? ack : null;
+  }
+
   /** Records the acknowledged position and the head (never below it), and sets the gauges. */
   private setProgress(position: number, head: number, lagSeconds = this.progress.lagSeconds): void {
     const top = Math.max(head, position);
     this.progress = { position, head: top, lagSeconds: top > position ? lagSeconds : 0 };
-    this.m.gauges(this.progress);
+    this.m.gauges(this.progress, this.o.metrics ? this.o.source.metrics?.() : undefined);
   }
 
   stop(): Promise<void> {
@@ -445,7 +527,9 @@ class ConsumerRuntime<Tx> implements Consumer {
   }
 
   metrics(): ConsumerMetricsSnapshot {
-    return this.m.snapshot(this.progress);
+    const snapshot = this.m.snapshot(this.progress);
+    const source = this.o.source.metrics?.();
+    return source ? { ...snapshot, source } : snapshot;
   }
 
   async whenCaughtUp(options: { timeoutMs?: number } = {}): Promise<void> {
@@ -491,7 +575,7 @@ class ConsumerRuntime<Tx> implements Consumer {
       if (ok) {
         this.waiters.delete(w);
         w.resolve();
-      } else if (this.caughtUpAt >= 0 && w.lastMatching === null && !w.scanning) {
+      } else if (this.caughtUpAt >= 0 && w.lastMatching === null && !w.scanning && this.o.source.readAll) {
         // Live, but behind the waiter's head: the source delivers only matching events, so find the
         // last one up to the head; once it is acknowledged, everything up to the head is.
         w.scanning = true;
@@ -511,7 +595,9 @@ class ConsumerRuntime<Tx> implements Consumer {
 
   private async lastMatching(head: number): Promise<number> {
     let last = 0;
-    for await (const e of this.o.source.readAll({ after: this.progress.position, filter: this.o.filter })) {
+    const read = this.o.source.readAll?.bind(this.o.source);
+    if (!read) return head;
+    for await (const e of read({ after: this.progress.position, filter: this.o.filter })) {
       if (e.position > head) break;
       last = e.position;
     }

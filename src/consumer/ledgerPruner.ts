@@ -1,5 +1,6 @@
 import type { ConsumerTarget, PruneLedgerOptions, PruneLedgerResult } from '../core/consumerTarget.js';
 import { InvalidInputError } from '../core/errors.js';
+import type { ConsumerSource } from '../core/consumerSource.js';
 import type { EventStore } from '../core/eventStore.js';
 import { belowHorizon, type ResolvedRetain } from '../core/ledgerRetention.js';
 import type { ResolvedOptions } from './options.js';
@@ -45,7 +46,7 @@ export class LedgerPruner<Tx> {
     if (horizon === 0) return;
     if (startPosition < horizon)
       throw belowHorizon(this.o.name, horizon, 'cursor', `the source's cursor ${startPosition} is`);
-    await this.o.source.consumers.setLedgerHorizon?.(this.o.name, horizon);
+    await storeOf(this.o.source)?.consumers.setLedgerHorizon?.(this.o.name, horizon);
   }
 
   /** After an acknowledgement of `position`: prunes when due. */
@@ -103,7 +104,7 @@ export interface PruneConsumerLedgerOptions extends PruneLedgerOptions {
  * retried command may match an older event's key). Returns null when it pruned nothing for that reason.
  */
 export async function pruneConsumerLedger<Tx>(
-  source: EventStore,
+  source: ConsumerSource,
   target: ConsumerTarget<Tx>,
   name: string,
   options: PruneConsumerLedgerOptions = {},
@@ -112,7 +113,8 @@ export async function pruneConsumerLedger<Tx>(
     throw new InvalidInputError('target', `the ${target.kind} target cannot prune its ledger`);
   let through = options.through ?? Number.MAX_SAFE_INTEGER;
   let first: number | null = null;
-  for (const d of await source.deadLetters.list(name))
+  const store = storeOf(source);
+  for (const d of (await store?.deadLetters.list(name)) ?? [])
     if (first === null || d.event.position < first) first = d.event.position;
   if (first !== null) {
     if (options.keysBeyondIds === true) return null;
@@ -122,6 +124,11 @@ export async function pruneConsumerLedger<Tx>(
     through,
     ...(options.keep !== undefined ? { keep: options.keep } : {}),
   });
-  if (options.reportHorizon !== false) await source.consumers.setLedgerHorizon?.(name, r.horizon);
+  if (options.reportHorizon !== false) await store?.consumers.setLedgerHorizon?.(name, r.horizon);
   return r;
+}
+
+/** The idem store behind a source, or null for a source with no cursor or dead letters of idem's. */
+function storeOf(source: ConsumerSource): EventStore | null {
+  return 'consumers' in source && 'deadLetters' in source ? (source as EventStore) : null;
 }

@@ -8,6 +8,7 @@ import {
   type LatencyHistogram,
   type MonitorCounter,
 } from '../core/consumerMonitors.js';
+import type { SourceMetrics } from '../core/consumerSource.js';
 import type { ConsumerMetricsOptions } from './options.js';
 
 /** Count, sum and largest value of a latency, in seconds. */
@@ -55,6 +56,8 @@ export interface ConsumerMetricsSnapshot {
   head: number;
   /** Events between the acknowledged position and the head (an upper bound under a filter), and the age of the checkpoint. */
   checkpointLag: { events: number; seconds: number };
+  /** The source's own delivery figures, for a source that reports them (`jetStreamSource`: pending, ack-pending, redelivered...). */
+  source?: SourceMetrics;
 }
 
 /** Where the consumer is: kept by the runtime, shown by the metrics. */
@@ -127,6 +130,7 @@ export class ConsumerMetrics {
     parkedEntities: Gauge<'consumer'>;
     position: Gauge<'consumer'>;
     paused: Gauge<'consumer'>;
+    source: Gauge<'consumer' | 'figure'>;
   } | null;
 
   constructor(
@@ -167,6 +171,17 @@ export class ConsumerMetrics {
       parkedEntities: gauge(...MONITOR_GAUGES.parkedEntities),
       position: gauge('position', 'Last acknowledged position'),
       paused: gauge('paused', '1 while the consumer is paused (by an operator or by an outage), else 0'),
+      source: metric(
+        registry,
+        `${p}source`,
+        () =>
+          new Gauge({
+            name: `${p}source`,
+            help: "The source's own delivery figures (jetStreamSource: pending, ackPending, redelivered...)",
+            labelNames: ['consumer', 'figure'],
+            registers,
+          }),
+      ),
     };
   }
 
@@ -197,10 +212,13 @@ export class ConsumerMetrics {
     this.prom?.paused.set({ consumer: this.consumer }, flag ? 1 : 0);
   }
 
-  /** Sets the position, lag and parked-entity gauges from the runtime's progress. */
-  gauges(p: ConsumerProgress): void {
+  /** Sets the position, lag and parked-entity gauges from the runtime's progress, and the source's figures. */
+  gauges(p: ConsumerProgress, source?: SourceMetrics): void {
     if (!this.prom) return;
     const labels = { consumer: this.consumer };
+    if (source)
+      for (const [figure, value] of Object.entries(source))
+        this.prom.source.set({ consumer: this.consumer, figure }, value);
     this.prom.position.set(labels, p.position);
     this.prom.lagEvents.set(labels, p.head - p.position);
     this.prom.lagSeconds.set(labels, p.lagSeconds);

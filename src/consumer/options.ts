@@ -4,7 +4,7 @@ import { InvalidInputError } from '../core/errors.js';
 import { checkKnownKeys, type KnownKeys } from '../core/knownKeys.js';
 import type { RecordedEvent } from '../core/event.js';
 import type { JsonValue } from '../core/json.js';
-import type { EventStore } from '../core/eventStore.js';
+import type { ConsumerSource } from '../core/consumerSource.js';
 import { normalizeFilter, type EventFilter } from '../core/filter.js';
 import type { RedrivePolicy, StartFrom } from '../core/subscription.js';
 import {
@@ -57,7 +57,7 @@ export interface BaseHandlerContext<Tx> {
   readonly consumer: string;
   /** 1 on the first try, 2 on the first retry, ... */
   readonly attempt: number;
-  /** True when the events are dead letters delivered again by `deadLetters.retry`. */
+  /** True when the events are dead letters delivered again by `deadLetters.retry`, or a source's redelivery (see `SubscriptionMessage`). */
   readonly redelivery: boolean;
   /**
    * Adds `amount` (default 1) to a counter in the target unless `member` (e.g. the event id) was counted
@@ -230,15 +230,25 @@ const METRICS_OPTION_KEYS = {
 export interface ConsumerBaseOptions<Tx> {
   /** The consumer's identity: versioned, e.g. `billing_v2`. */
   name: string;
-  /** Any event store: embedded, PostgreSQL, remote. Uses `subscribe`, `readStream` (gap recovery) and `headPosition`. */
-  source: EventStore;
+  /**
+   * Where events come from: any idem store (embedded, PostgreSQL, remote) or `jetStreamSource` from
+   * `idem/nats`. Uses `subscribe`, `headPosition`, and `readStream` (gap recovery) when it has one.
+   */
+  source: ConsumerSource;
   /** Where output, ledger, entity versions and checkpoint commit together. */
   target: ConsumerTarget<Tx>;
   /** How duplicates are recognised; an array combines guards. @default 'event-id' */
   guard?: Guard | Guard[];
   onError?: ErrorPolicy;
-  /** Version gaps (entity-version guard): read the missing versions and apply them, or fail. @default 'recover' */
-  gaps?: 'recover' | 'fail';
+  /**
+   * Version gaps (entity-version guard): read the missing versions from the source and apply them, or
+   * fail; or `'wait'`: hold only that entity's events (uncommitted, unacknowledged) until the missing
+   * versions arrive, for a source that may deliver an entity out of order, and after `gapWaitMs`
+   * recover as `'recover'` does. @default 'recover'
+   */
+  gaps?: 'recover' | 'fail' | 'wait';
+  /** How long `gaps: 'wait'` holds an entity before recovering its gap (1-3,600,000 ms). @default 10000 */
+  gapWaitMs?: number;
   batch?: BatchOptions;
   /** Wait as a standby while another process owns the consumer, instead of rejecting `start()`. @default false */
   standby?: boolean;
@@ -292,6 +302,7 @@ export const CONSUMER_OPTION_KEYS = {
   handleBatch: true,
   onError: true,
   gaps: true,
+  gapWaitMs: true,
   batch: true,
   standby: true,
   from: true,
@@ -312,7 +323,7 @@ const RECONNECT_OPTION_KEYS = { initialDelayMs: true, maxDelayMs: true } as cons
 
 export interface ResolvedOptions<Tx> {
   name: string;
-  source: EventStore;
+  source: ConsumerSource;
   filter: EventFilter;
   target: ConsumerTarget<Tx>;
   guards: GuardSet;
@@ -323,7 +334,8 @@ export interface ResolvedOptions<Tx> {
     redrive: RedrivePolicy | null;
     outage: ResolvedOutage | null;
   };
-  gaps: 'recover' | 'fail';
+  gaps: 'recover' | 'fail' | 'wait';
+  gapWaitMs: number;
   batch: Required<BatchOptions>;
   standby: boolean;
   from: StartFrom;
@@ -439,9 +451,9 @@ export function resolveOptions<Tx, M extends EventMap>(options: ConsumerOptions<
   checkKnownKeys(options.reconnect, RECONNECT_OPTION_KEYS, 'reconnect');
   checkKnownKeys(options.metrics, METRICS_OPTION_KEYS, 'metrics');
   const name = validateConsumerName(options.name, 'name');
-  const given = options.source as EventStore | undefined;
+  const given = options.source as ConsumerSource | undefined;
   if (!given || typeof given.subscribe !== 'function') {
-    throw new InvalidInputError('source', 'must be an event store (with subscribe)');
+    throw new InvalidInputError('source', 'must be an event store or a consumer source (with subscribe)');
   }
   const upcast = compileUpcasters(options.upcasters);
   const source = upcast === null ? given : upcastingSource(given, upcast);
@@ -467,8 +479,8 @@ export function resolveOptions<Tx, M extends EventMap>(options: ConsumerOptions<
     throw new InvalidInputError('onError.backoff', "must be 'exponential' or 'none'");
   }
   const gaps = options.gaps ?? 'recover';
-  if (gaps !== 'recover' && gaps !== 'fail')
-    throw new InvalidInputError('gaps', "must be 'recover' or 'fail'");
+  if (gaps !== 'recover' && gaps !== 'fail' && gaps !== 'wait')
+    throw new InvalidInputError('gaps', "must be 'recover', 'fail' or 'wait'");
   const from = options.from ?? 'start';
   if (
     from !== 'start' &&
@@ -506,6 +518,7 @@ export function resolveOptions<Tx, M extends EventMap>(options: ConsumerOptions<
       outage: resolveOutage(e.outage, then),
     },
     gaps,
+    gapWaitMs: boundedInt(options.gapWaitMs, 'gapWaitMs', 1, 3_600_000, 10_000),
     batch: resolveBatch(options.batch),
     standby: options.standby === true,
     from,

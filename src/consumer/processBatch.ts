@@ -14,6 +14,8 @@ export interface BatchOutcome {
   /** Set when the consumer must stop at this event (cursor stays before it). */
   stop: { error: Error; event: RecordedEvent } | null;
   tally: BatchTally;
+  /** Events held for a version gap (`gaps: 'wait'`): the runtime delivers them again with a later batch. */
+  held: RecordedEvent[];
 }
 
 /** The target port rolls a transaction back when its callback throws: this carries `Isolate` out of it. */
@@ -85,6 +87,7 @@ export async function processBatch<Tx>(
 ): Promise<BatchOutcome> {
   let tally: BatchTally | null = null;
   let ackPosition: number | null = null;
+  const held: RecordedEvent[] = [];
   let rest: Remaining = { events, redelivery, tried: null, parkedBehind: new Set() };
   for (;;) {
     const outcome = await transaction(deps, rest);
@@ -99,9 +102,10 @@ export async function processBatch<Tx>(
     }
     if (tally) addTally(tally, outcome.tally);
     else tally = outcome.tally;
-    if (outcome.ackPosition !== null) ackPosition = outcome.ackPosition;
+    if (outcome.ackPosition !== null && held.length === 0) ackPosition = outcome.ackPosition;
+    for (const e of outcome.held) held.push(e);
     const retry = outcome.retry;
-    if (!retry) return { ackPosition, stop: outcome.stop, tally };
+    if (!retry) return { ackPosition, stop: outcome.stop, tally, held };
     await sleep(retry.delayMs);
     const tried = new Map(rest.tried ?? []);
     tried.set(retry.position, { attempts: retry.attempts, error: retry.error, waited: true });

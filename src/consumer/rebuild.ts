@@ -13,10 +13,13 @@ import { defaultEffectScope, parseVersionedName } from '../core/versionedName.js
 import { withOutbox } from '../effects/outbox.js';
 import { promoteConsumer } from '../effects/versions.js';
 import type { ActiveVersionRecord } from '../core/effectTypes.js';
+import type { EventStore } from '../core/eventStore.js';
 
 /** The consumer options of the new version (but its name and start), and the rebuild's own. */
-export type RebuildOptions<Tx> = Omit<ConsumerBaseOptions<Tx>, 'name' | 'from'> &
-  FilterOption<AnyEvents> &
+export type RebuildOptions<Tx> = Omit<ConsumerBaseOptions<Tx>, 'name' | 'from' | 'source'> & {
+  /** The idem store to rebuild from (promotion reads the new version's cursor there). */
+  source: EventStore;
+} & FilterOption<AnyEvents> &
   HandlerOption<Tx> &
   RebuildSettings;
 

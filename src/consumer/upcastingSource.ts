@@ -1,5 +1,6 @@
 import type { RecordedEvent } from '../core/event.js';
-import type { EventStore, ReadAllOptions, ReadStreamOptions } from '../core/eventStore.js';
+import type { ConsumerSource } from '../core/consumerSource.js';
+import type { ReadAllOptions, ReadStreamOptions } from '../core/eventStore.js';
 import type { SubscribeOptions, Subscription, SubscriptionMessage } from '../core/subscription.js';
 import type { UpcastEvents } from '../core/upcasters.js';
 
@@ -8,19 +9,20 @@ import type { UpcastEvents } from '../core/upcasters.js';
  * subscription's batches (redeliveries included) and the reads of gap recovery and `whenCaughtUp`.
  * Everything else goes to the source unchanged.
  */
-export function upcastingSource(source: EventStore, upcast: UpcastEvents): EventStore {
+export function upcastingSource(source: ConsumerSource, upcast: UpcastEvents): ConsumerSource {
+  const readStream = source.readStream?.bind(source);
+  const readAll = source.readAll?.bind(source);
+  const metrics = source.metrics?.bind(source);
   return {
-    append: (stream, events, options) => source.append(stream, events, options),
-    readStream: (stream: string, options?: ReadStreamOptions) =>
-      upcastEach(source.readStream(stream, options), upcast),
-    readAll: (options?: ReadAllOptions) => upcastEach(source.readAll(options), upcast),
     headPosition: () => source.headPosition(),
-    streamVersion: (stream) => source.streamVersion(stream),
     subscribe: async (consumer: string, options?: SubscribeOptions) =>
       upcastSubscription(await source.subscribe(consumer, options), upcast),
-    consumers: source.consumers,
-    deadLetters: source.deadLetters,
-    close: () => source.close(),
+    ...(readStream && {
+      readStream: (stream: string, options?: ReadStreamOptions) =>
+        upcastEach(readStream(stream, options), upcast),
+    }),
+    ...(readAll && { readAll: (options?: ReadAllOptions) => upcastEach(readAll(options), upcast) }),
+    ...(metrics && { metrics }),
   };
 }
 

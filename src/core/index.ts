@@ -12,6 +12,7 @@ export {
 } from './limits.js';
 // Types only: the known-keys lists beside the option types are internal.
 export type * from './eventStore.js';
+export type * from './consumerSource.js';
 export type * from './subscription.js';
 export type { MigrationStatus } from './migrationStatus.js';
 export { parseHistoryTime, type HistoryBound, type HistoryBoundOptions } from './history.js';

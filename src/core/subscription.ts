@@ -42,7 +42,11 @@ export type SubscriptionMessage =
       kind: 'events';
       /** In position order. */
       events: RecordedEvent[];
-      /** True when these are dead-lettered events delivered again by `deadLetters.retry`. */
+      /**
+       * True when these are dead-lettered events delivered again by `deadLetters.retry`, or events a
+       * source delivers again at or below positions it delivered before (JetStream redeliveries): the
+       * runtime asks its ledger about each instead of skipping those at or below its checkpoint.
+       */
       redelivery: boolean;
     }
   | {

@@ -1,7 +1,7 @@
 import type { ConsumerTarget } from '../core/consumerTarget.js';
 import { InvalidInputError } from '../core/errors.js';
 import type { RecordedEvent } from '../core/event.js';
-import type { EventStore } from '../core/eventStore.js';
+import type { ConsumerSource } from '../core/consumerSource.js';
 import { checkKnownKeys, type KnownKeys } from '../core/knownKeys.js';
 import {
   DISPATCHER_SETTING_KEYS,
@@ -63,7 +63,7 @@ export class ConsumerEffects<Tx> {
   constructor(
     private readonly consumer: string,
     private readonly target: ConsumerTarget<Tx>,
-    private readonly source: EventStore,
+    private readonly source: Pick<ConsumerSource, 'headPosition'>,
     private readonly options: ConsumerEffectsOptions<Tx>,
   ) {
     this.outbox = outboxFor(target);
@@ -186,7 +186,7 @@ export class ConsumerEffects<Tx> {
 export function resolveConsumerEffects<Tx>(
   name: string,
   target: ConsumerTarget<Tx>,
-  source: EventStore,
+  source: Pick<ConsumerSource, 'headPosition'>,
   options: ConsumerEffectsOptions<Tx> | undefined,
 ): ConsumerEffects<Tx> | null {
   checkKnownKeys(options, CONSUMER_EFFECTS_OPTION_KEYS, 'effects');

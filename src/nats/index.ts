@@ -1,5 +1,5 @@
-// The `idem/nats` entry point: the NATS JetStream relay. Loads the NATS client packages (optional
-// peer dependencies) only when a relay starts.
+// The `idem/nats` entry point: the NATS JetStream relay and source. Loads the NATS client packages (optional
+// peer dependencies) only when a relay starts or a source connects.
 export { createJetStreamRelay } from './jetStreamRelay.js';
 export type {
   JetStreamRelay,
@@ -9,3 +9,5 @@ export type {
 } from './jetStreamRelay.js';
 export type { RelayStreamCreation } from './relayStream.js';
 export { RELAY_HEADERS, eventFromMessage } from './relayMessage.js';
+export { jetStreamSource } from './jetStreamSource.js';
+export type { JetStreamSource, JetStreamSourceOptions } from './jetStreamSource.js';

@@ -7,19 +7,25 @@ import { openSqliteStore } from '../../sqlite/index.js';
 import { baselineRow, row, timed, type Timed } from '../measure.js';
 import type { BenchRow, Scenario } from '../types.js';
 import { populate } from '../workload.js';
+import { endToEnd, rawAckAll, sourceIntoSqlite } from './jetstreamSource.js';
 
 const NATS_URL = process.env.IDEM_NATS_URL ?? 'nats://127.0.0.1:4222';
 const WINDOW = 256;
 const NAME = 'jetstream';
+const E2E_RATE = 1000;
 
 /**
  * The relay beside raw `@nats-io/jetstream`: the same messages (the events of a SQLite store, with
  * the relay's headers and body) published with the same window of PubAcks in flight, each into a
- * stream of its own. The relay also reads the store and moves its cursor once per page.
+ * stream of its own. The relay also reads the store and moves its cursor once per page. Then the
+ * relay's stream is consumed raw (ack-all) and by a billing consumer on `jetStreamSource` committing
+ * into SQLite; and events appended at 1,000/s are timed from the append to their target commit
+ * through the relay and the source.
  */
 export const jetstream: Scenario = {
   name: NAME,
-  description: 'the JetStream relay beside raw windowed JetStream publishes of the same messages',
+  description:
+    'the JetStream relay and source beside raw JetStream publishes and consumption of the same messages; end-to-end latency through both',
   needs: [],
   async unavailable() {
     try {
@@ -93,6 +99,40 @@ export const jetstream: Scenario = {
           target: { text: '>= 0.8x raw windowed publish', met: ratio >= 0.8 },
         }),
       ];
+
+      // The relay's stream, consumed twice: raw, and by an idem consumer on jetStreamSource.
+      const bench = { nc, js, jsm, fresh };
+      ctx.log(`raw: ack-all consumption of ${n} messages`);
+      const rawConsumed = await rawAckAll(bench, relayStream, n);
+      ctx.log(`source: a billing consumer on jetStreamSource into SQLite, ${n} messages`);
+      const consumed = await sourceIntoSqlite(ctx, bench, relayStream, n);
+      const consumeBase = baselineRow(NAME, 'raw @nats-io/jetstream consume, ack-all every 500', rawConsumed);
+      rows.push(
+        consumeBase,
+        row({
+          scenario: NAME,
+          shape: 'consumer on jetStreamSource -> SQLite target (FULL), billing handler',
+          measured: consumed,
+          against: consumeBase,
+          target: {
+            text: '>= 0.7x raw ack-all consumption',
+            met: consumed.eventsPerSec / rawConsumed.eventsPerSec >= 0.7,
+          },
+        }),
+      );
+
+      const total = ctx.size(2_000, 10_000);
+      ctx.log(`end to end: ${total} events at ${E2E_RATE}/s, append -> relay -> source -> target commit`);
+      const e2e = await endToEnd(ctx, bench, NATS_URL, total, E2E_RATE);
+      rows.push(
+        row({
+          scenario: NAME,
+          shape: `append + relay process (SQLite, FULL) -> JetStream -> jetStreamSource -> SQLite target, ${E2E_RATE}/s`,
+          measured: e2e.timed,
+          target: { text: 'p99 < 20 ms', met: e2e.extra.p99Ms! < 20 },
+          extra: e2e.extra,
+        }),
+      );
       return rows;
     } finally {
       for (const name of streams) await jsm.streams.delete(name).catch(() => undefined);

@@ -1,0 +1,246 @@
+import type { Consumer as JsConsumer, ConsumerMessages, JsMsg } from '@nats-io/jetstream';
+import { IdemError, InvalidInputError } from '../core/errors.js';
+import type { RecordedEvent } from '../core/event.js';
+import { matchesFilter, type EventFilter } from '../core/filter.js';
+import type { FailureInfo, ParkInfo, Subscription, SubscriptionMessage } from '../core/subscription.js';
+import { eventFromMessage } from './relayMessage.js';
+
+/** Delivery figures the source keeps across its subscriptions (shown in the consumer's metrics). */
+export interface DeliveryCounts {
+  /** Messages received, redeliveries included. */
+  received: number;
+  /** Messages JetStream delivered more than once (delivery count above 1). */
+  redelivered: number;
+  /** The highest delivery count seen on a message. */
+  maxDeliveryCount: number;
+  /** Messages acknowledged after their target commit (or at once, for events outside the filter). */
+  acked: number;
+  /** Messages without idem headers, terminated (never redelivered). */
+  foreign: number;
+}
+
+export interface JetStreamSubscriptionSettings {
+  name: string;
+  durable: string;
+  filter: EventFilter;
+  batchSize: number;
+  maxInFlight: number;
+  /** The consumer sequence JetStream delivers next, or 0 when unknown. */
+  nextDelivery: number;
+  /** Set when the durable has nothing pending or awaiting an ack: `caught_up` comes first. */
+  caughtUpAt: number | null;
+  /** The position of the last event the durable's subject holds (for a `caught_up` marker). */
+  head(): Promise<number>;
+  counts: DeliveryCounts;
+  signal: AbortSignal | undefined;
+}
+
+interface Delivered {
+  position: number;
+  msg: JsMsg;
+}
+
+/**
+ * One ownership of a JetStream durable as an idem subscription. Messages are delivered in stream
+ * order (the relay's position order); batches are what has arrived, up to the batch size. A message
+ * at or below a position delivered before is a redelivery and comes in a batch of its own, flagged
+ * `redelivery`, so that the runtime asks its ledger about it.
+ *
+ * `ack(position)` acknowledges, one message at a time, every delivered message at or below
+ * `position`: only messages the runtime committed (a copy JetStream delivered again of an event at or
+ * below it is one the runtime committed, or skips by its ledger). An ack-all would also
+ * acknowledge messages JetStream delivered but that never reached this process (lost in a reconnect);
+ * a jump in JetStream's delivery sequence ends the subscription instead, so that the next one starts
+ * from the durable's acknowledgement floor.
+ */
+export class JetStreamSubscription implements Subscription {
+  readonly epoch = 0;
+  readonly startPosition = 0;
+  private readonly queue: { msg: JsMsg; event: RecordedEvent | null }[] = [];
+  private readonly unacked: Delivered[] = [];
+  private messages: ConsumerMessages | null = null;
+  private maxSeen = 0;
+  private nextDelivery: number;
+  private lastPending = -1;
+  private caughtUpDue: number | null;
+  private error: Error | null = null;
+  private closed = false;
+  private wake: (() => void) | null = null;
+  private space: (() => void) | null = null;
+  private pump: Promise<void> | null = null;
+
+  constructor(private readonly s: JetStreamSubscriptionSettings) {
+    this.nextDelivery = s.nextDelivery;
+    this.caughtUpDue = s.caughtUpAt;
+    s.signal?.addEventListener('abort', () => void this.close(), { once: true });
+  }
+
+  get consumer(): string {
+    return this.s.name;
+  }
+
+  /** Starts pulling from the durable. */
+  async start(consumer: JsConsumer): Promise<void> {
+    const max = Math.min(this.s.maxInFlight, Math.max(this.s.batchSize * 2, 64));
+    this.messages = await consumer.consume({ max_messages: max });
+    this.pump = this.run(this.messages);
+  }
+
+  private async run(messages: ConsumerMessages): Promise<void> {
+    try {
+      for await (const msg of messages) {
+        if (this.closed) break;
+        this.receive(msg);
+        if (this.error) break;
+        while (!this.closed && this.queue.length + this.unacked.length >= this.s.maxInFlight)
+          await new Promise<void>((r) => (this.space = r));
+      }
+      if (!this.closed && !this.error)
+        this.error = new IdemError('unavailable', `JetStream stopped delivering to "${this.s.durable}"`);
+    } catch (err) {
+      if (!this.closed)
+        this.error = new IdemError(
+          'unavailable',
+          `JetStream delivery to "${this.s.durable}" failed: ${(err as Error).message}`,
+          {},
+          { cause: err },
+        );
+    } finally {
+      this.notify();
+    }
+  }
+
+  private receive(msg: JsMsg): void {
+    const info = msg.info;
+    const c = this.s.counts;
+    c.received++;
+    if (info.deliveryCount > 1) c.redelivered++;
+    c.maxDeliveryCount = Math.max(c.maxDeliveryCount, info.deliveryCount);
+    if (this.nextDelivery > 0 && info.deliverySequence > this.nextDelivery) {
+      this.error = new IdemError(
+        'unavailable',
+        `JetStream deliveries ${this.nextDelivery}-${info.deliverySequence - 1} of "${this.s.durable}" never arrived; starting over from its acknowledgement floor`,
+      );
+      return;
+    }
+    this.nextDelivery = info.deliverySequence + 1;
+    this.lastPending = info.pending;
+    let event: RecordedEvent | null;
+    try {
+      event = eventFromMessage(msg.headers, msg.data);
+    } catch {
+      event = null;
+    }
+    if (!event) {
+      c.foreign++;
+      msg.term('not an idem event (no Idem-Position header)');
+    } else if (!matchesFilter(this.s.filter, event)) {
+      c.acked++;
+      this.maxSeen = Math.max(this.maxSeen, event.position);
+      msg.ack();
+    } else this.queue.push({ msg, event });
+    this.notify();
+  }
+
+  /** Ends the subscription with `unavailable` (the runtime subscribes again): NATS reconnected. */
+  interrupt(reason: string): void {
+    if (this.closed || this.error) return;
+    this.error = new IdemError('unavailable', reason);
+    void this.messages?.close().catch(() => undefined);
+    this.notify();
+  }
+
+  private notify(): void {
+    const w = this.wake;
+    this.wake = null;
+    w?.();
+  }
+
+  /** The next batch: what has arrived (in order, or a run of redeliveries), or a caught-up marker. */
+  private async next(): Promise<IteratorResult<SubscriptionMessage>> {
+    for (;;) {
+      if (this.closed) return { done: true, value: undefined };
+      if (this.queue.length > 0) return { done: false, value: this.batch() };
+      if (this.error) throw this.error;
+      if (this.caughtUpDue === null && this.lastPending === 0) this.caughtUpDue = this.maxSeen;
+      if (this.caughtUpDue !== null) {
+        const at = this.caughtUpDue;
+        this.caughtUpDue = null;
+        this.lastPending = -1;
+        return { done: false, value: { kind: 'caught_up', position: Math.max(at, this.maxSeen) } };
+      }
+      await new Promise<void>((r) => (this.wake = r));
+    }
+  }
+
+  private batch(): SubscriptionMessage {
+    const events: RecordedEvent[] = [];
+    const first = this.queue[0]!.event!;
+    const redelivery = first.position <= this.maxSeen;
+    let n = 0;
+    for (const { msg, event } of this.queue) {
+      const e = event!;
+      if (events.length >= this.s.batchSize || e.position <= this.maxSeen !== redelivery) break;
+      n++;
+      events.push(e);
+      this.unacked.push({ position: e.position, msg });
+      if (!redelivery) this.maxSeen = e.position;
+    }
+    this.queue.splice(0, n);
+    this.space?.();
+    this.space = null;
+    // Redelivered events go to the runtime in position order, so each entity's stay in version order.
+    if (redelivery) events.sort((a, b) => a.position - b.position);
+    return { kind: 'events', events, redelivery };
+  }
+
+  ack(position: number): Promise<void> {
+    let kept = 0;
+    for (const d of this.unacked) {
+      if (d.position <= position) {
+        d.msg.ack();
+        this.s.counts.acked++;
+      } else this.unacked[kept++] = d;
+    }
+    this.unacked.length = kept;
+    this.space?.();
+    this.space = null;
+    return Promise.resolve();
+  }
+
+  park(_position: number, _info: ParkInfo): Promise<void> {
+    return Promise.reject(
+      new InvalidInputError(
+        'onError.then',
+        "jetStreamSource keeps no dead letters: use onError.then 'stop' (the consumer stops at the event, JetStream keeps it)",
+      ),
+    );
+  }
+
+  fail(_info: FailureInfo): Promise<void> {
+    return Promise.resolve();
+  }
+
+  /** Called once the subscription is closed. */
+  onClose: () => void = () => undefined;
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.onClose();
+    this.notify();
+    this.space?.();
+    await this.messages?.close().catch(() => undefined);
+    await this.pump;
+  }
+
+  [Symbol.asyncIterator](): AsyncIterator<SubscriptionMessage> {
+    return {
+      next: () => this.next(),
+      return: async () => {
+        await this.close();
+        return { done: true, value: undefined };
+      },
+    };
+  }
+}
