@@ -11,7 +11,7 @@ import {
 } from '../core/eventStore.js';
 import { checkKnownKeys } from '../core/knownKeys.js';
 import { appendExpectation } from '../core/expectedVersion.js';
-import { normalizeFilter } from '../core/filter.js';
+import { normalizeFilter, type EventFilter } from '../core/filter.js';
 import { boundedPage, parseHistoryBound } from '../core/history.js';
 import type { MigrationStatus } from '../core/migrationStatus.js';
 import { readPages, type Page } from '../core/readPages.js';
@@ -108,7 +108,7 @@ export class RemoteEventStore implements EventStore {
     yield* readPages(after, limit, PAGE, async (position, size) => {
       this.assertOpen();
       const page = await this.http.request<Page>('GET', '/v1/events', {
-        query: { after: position, limit: size, ...filter },
+        query: { after: position, limit: size, ...eventsQuery(filter) },
         retry: true,
       });
       return this.upcastPage(page);
@@ -264,4 +264,11 @@ export class RemoteEventStore implements EventStore {
       },
     };
   }
+}
+
+/** A normalised filter as the query of `GET /v1/events`: the lists, and a partition as two numbers. */
+function eventsQuery(filter: EventFilter): Record<string, readonly string[] | number> {
+  const { partition, ...lists } = filter;
+  if (!partition) return lists;
+  return { ...lists, partitionCount: partition.count, partitionIndex: partition.index };
 }

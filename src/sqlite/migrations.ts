@@ -1,4 +1,5 @@
 import type Database from 'better-sqlite3';
+import { streamHash } from '../core/streamHash.js';
 import { createSubscriptionTables } from './subscriptionSchema.js';
 
 /** One numbered schema step. Versions are 1, 2, 3, ... and never change once released. */
@@ -35,6 +36,21 @@ export const STORE_MIGRATIONS: Migration[] = [
     version: 2,
     name: 'subscriptions',
     up: createSubscriptionTables,
+  },
+  {
+    version: 3,
+    name: 'stream hash',
+    up: (db) => {
+      // The partition key of consumer groups: `streamHash(stream)` (32-bit FNV-1a), written by every
+      // append from now on and computed here for the events already stored.
+      db.function('idem_stream_hash', { deterministic: true }, (stream: unknown) =>
+        streamHash(String(stream)),
+      );
+      db.exec(`
+        ALTER TABLE idem_events ADD COLUMN stream_hash INTEGER;
+        UPDATE idem_events SET stream_hash = idem_stream_hash(stream);
+      `);
+    },
   },
 ];
 
