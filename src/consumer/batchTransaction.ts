@@ -157,7 +157,7 @@ export class BatchTransaction<Tx> {
     const flushed = await this.flush();
     if (flushed) return flushed;
     const ackPosition = ackIndex >= 0 ? events[ackIndex]!.position : null;
-    await this.t.record(this.o.name, {
+    await this.t.record(this.o.targetName, {
       entries: record.entries,
       versions: plan.versions,
       position: Math.max(plan.checkpoint, ackPosition ?? 0),

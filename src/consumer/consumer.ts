@@ -2,6 +2,7 @@ import { ClosedError, IdemError, isIdemError } from '../core/errors.js';
 import type { RecordedEvent } from '../core/event.js';
 import type { Subscription } from '../core/subscription.js';
 import { backoffDelay, sleep } from '../core/backoff.js';
+import { ConsumerGroupMember } from './consumerGroup.js';
 import { MessageBatcher } from './messageBatcher.js';
 import { ConsumerMetrics, type ConsumerMetricsSnapshot, type ConsumerProgress } from './metrics.js';
 import {
@@ -430,5 +431,7 @@ function pick(e: RecordedEvent): Pick<RecordedEvent, 'id' | 'stream' | 'version'
 export function createConsumer<Tx, M extends EventMap = AnyEvents>(
   options: ConsumerOptions<Tx, M>,
 ): Consumer {
-  return new ConsumerRuntime(resolveOptions(options));
+  const o = resolveOptions(options);
+  if (o.partitions !== null) return new ConsumerGroupMember(o, (partition) => new ConsumerRuntime(partition));
+  return new ConsumerRuntime(o);
 }

@@ -9,6 +9,7 @@ import { normalizeFilter, type EventFilter } from '../core/filter.js';
 import type { StartFrom } from '../core/subscription.js';
 import { MAX_BATCH_SIZE, MAX_IN_FLIGHT, MAX_LEASE_TTL_MS, MIN_LEASE_TTL_MS } from '../core/limits.js';
 import { boundedInt, validateConsumerName } from '../core/validation.js';
+import { MAX_PARTITIONS } from '../core/streamHash.js';
 import { compileUpcasters, type Upcasters } from '../core/upcasters.js';
 import { normalizeGuards, type Guard, type GuardSet } from './guards.js';
 import { upcastingSource } from './upcastingSource.js';
@@ -202,6 +203,12 @@ export interface ConsumerBaseOptions<Tx> {
    * any the source applies; see `Upcasters`. Lets a new consumer version read old event shapes.
    */
   upcasters?: Upcasters;
+  /**
+   * Makes the consumer a group of this many partitions (1-256) by the stream hash: every process
+   * that starts the definition is a member, members share the partitions, each partition keeps its
+   * own cursor, lease, epoch and target checkpoint. Part of the identity. See docs/consumer-groups.md.
+   */
+  partitions?: number;
 }
 
 /**
@@ -239,6 +246,7 @@ export const CONSUMER_OPTION_KEYS = {
   reconnect: true,
   effects: true,
   upcasters: true,
+  partitions: true,
 } as const satisfies KnownKeys<
   ConsumerBaseOptions<unknown> & { filter?: unknown; handle?: unknown; handleBatch?: unknown }
 >;
@@ -249,6 +257,13 @@ const RECONNECT_OPTION_KEYS = { initialDelayMs: true, maxDelayMs: true } as cons
 
 export interface ResolvedOptions<Tx> {
   name: string;
+  /**
+   * Whose checkpoint, ledger and entity versions the target keeps: the name, or for a partition of
+   * a group the partition's record name (`billing#3`), so that fencing works per partition.
+   */
+  targetName: string;
+  /** The group's partition count; null for a consumer without partitions. */
+  partitions: number | null;
   source: EventStore;
   filter: EventFilter;
   target: ConsumerTarget<Tx>;
@@ -357,10 +372,18 @@ export function resolveOptions<Tx, M extends EventMap>(options: ConsumerOptions<
       : boundedInt(options.leaseTtlMs, 'leaseTtlMs', MIN_LEASE_TTL_MS, MAX_LEASE_TTL_MS, 0);
   if (options.owner !== undefined && typeof options.owner !== 'string')
     throw new InvalidInputError('owner', 'must be a string');
+  const filter = normalizeFilter(options.filter as EventFilter | undefined, 'filter');
+  if (filter.partition)
+    throw new InvalidInputError('filter.partition', 'is set by the runtime: use partitions');
   return {
     name,
+    targetName: name,
+    partitions:
+      options.partitions === undefined
+        ? null
+        : boundedInt(options.partitions, 'partitions', 1, MAX_PARTITIONS, 1),
     source,
-    filter: normalizeFilter(options.filter as EventFilter | undefined, 'filter'),
+    filter,
     target,
     guards: normalizeGuards(options.guard, 'guard'),
     // The filter lets through only the map's types, so the handlers get the events they were typed for.

@@ -11,7 +11,9 @@ import {
   type DeadLetterSelector,
   type DeadLetterSkipOptions,
 } from '../core/subscription.js';
+import { streamPartition } from '../core/streamHash.js';
 import { normalizeUuid } from '../core/uuid.js';
+import { groupPartitions } from './groupRecords.js';
 import { validateConsumerName, validateLabel, validateStreamName } from '../core/validation.js';
 import type { DeadLetterRecord, SubscriptionStateBackend } from './stateBackend.js';
 
@@ -27,13 +29,20 @@ export class EngineDeadLetterAdmin implements DeadLetterAdmin {
     await this.existing(consumer);
     if (options.all !== undefined && typeof options.all !== 'boolean')
       throw new InvalidInputError('all', 'must be a boolean');
-    const rows = await this.backend.deadLetters(consumer, { all: options.all ?? false });
-    return rows.map(toDeadLetter);
+    const rows: DeadLetterRecord[] = [];
+    for (const record of await this.existing(consumer)) {
+      rows.push(...(await this.backend.deadLetters(record, { all: options.all ?? false })));
+    }
+    // A group's partitions each list theirs in position order: one list in position order.
+    rows.sort((a, b) => a.event.position - b.event.position);
+    return rows.map((r) => toDeadLetter(r, consumer));
   }
 
   async retry(consumer: string, selector: DeadLetterSelector): Promise<number> {
-    await this.existing(consumer);
-    const n = await this.backend.retry(consumer, checkSelector(selector));
+    const records = await this.existing(consumer);
+    const checked = checkSelector(selector);
+    let n = 0;
+    for (const record of selectPartition(records, checked)) n += await this.backend.retry(record, checked);
     if (n > 0) this.changed();
     return n;
   }
@@ -44,17 +53,29 @@ export class EngineDeadLetterAdmin implements DeadLetterAdmin {
     options: DeadLetterSkipOptions = {},
   ): Promise<number> {
     checkKnownKeys(options, DEAD_LETTER_SKIP_OPTION_KEYS, 'options');
-    await this.existing(consumer);
+    const records = await this.existing(consumer);
     const by = validateLabel(options.by ?? defaultActor(), 'by');
-    const n = await this.backend.skip(consumer, checkSelector(selector), by);
+    const checked = checkSelector(selector);
+    let n = 0;
+    for (const record of selectPartition(records, checked)) n += await this.backend.skip(record, checked, by);
     if (n > 0) this.changed();
     return n;
   }
 
-  private async existing(consumer: string): Promise<void> {
+  /** The records holding the consumer's dead letters: its own, or a group's partitions by index. */
+  private async existing(consumer: string): Promise<string[]> {
     validateConsumerName(consumer);
-    if (!(await this.backend.get(consumer))) throw new NotFoundError('consumer', consumer);
+    if (await this.backend.get(consumer)) return [consumer];
+    const parts = await groupPartitions(this.backend, consumer);
+    if (!parts) throw new NotFoundError('consumer', consumer);
+    return parts.map((p) => p.name);
   }
+}
+
+/** Of a group's partition records, the one a stream's dead letters are in (all of them for an id). */
+function selectPartition(records: string[], selector: DeadLetterSelector): string[] {
+  if (records.length === 1 || !('stream' in selector)) return records;
+  return [records[streamPartition(selector.stream, records.length)]!];
 }
 
 function checkSelector(selector: unknown): DeadLetterSelector {
@@ -73,9 +94,9 @@ function checkSelector(selector: unknown): DeadLetterSelector {
   throw new InvalidInputError('selector', 'must be { stream } or { id }, not both');
 }
 
-function toDeadLetter(r: DeadLetterRecord): DeadLetter {
+function toDeadLetter(r: DeadLetterRecord, consumer: string): DeadLetter {
   return {
-    consumer: r.consumer,
+    consumer,
     event: r.event,
     reason: r.reason,
     error: r.error,
