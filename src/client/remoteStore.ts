@@ -221,6 +221,26 @@ export class RemoteEventStore implements EventStore {
         // Safe to repeat: a second release finds no owner and changes nothing.
         await this.http.request('POST', this.consumerPath(name, '/release'), { retry: true });
       },
+      heartbeatMember: async (name, member, ttlMs) => {
+        this.assertOpen();
+        // Safe to repeat: a heartbeat renews the same member's lease.
+        const r = await this.http.request<{ members: string[] }>(
+          'POST',
+          this.consumerPath(name, '/members'),
+          {
+            body: { member, ttlMs },
+            retry: true,
+          },
+        );
+        return r.members;
+      },
+      leaveGroup: async (name, member) => {
+        this.assertOpen();
+        await this.http.request('POST', this.consumerPath(name, '/members/leave'), {
+          body: { member },
+          retry: true,
+        });
+      },
     };
   }
 

@@ -4,6 +4,7 @@
  */
 import { z } from 'zod';
 import { InvalidInputError } from '../core/errors.js';
+import { SUBSCRIBE_BOUNDS } from '../core/limits.js';
 import { clip } from './clip.js';
 
 /** Formats a zod issue path like `events[2].type`. */
@@ -50,6 +51,20 @@ export const appendBodySchema = z.strictObject(
 export const resetBodySchema = z.strictObject(
   { position: nonNegInt },
   { error: 'must be a JSON object { position }' },
+);
+
+/** A consumer group member's heartbeat or leaving: `{ member, ttlMs? }`. */
+export const memberBodySchema = z.strictObject(
+  {
+    member: z.string().min(1).max(200),
+    ttlMs: z
+      .number()
+      .int()
+      .min(SUBSCRIBE_BOUNDS.leaseTtlMs.min)
+      .max(SUBSCRIBE_BOUNDS.leaseTtlMs.max)
+      .optional(),
+  },
+  { error: 'must be a JSON object { member, ttlMs? }' },
 );
 
 export const selectorBodySchema = z.union(

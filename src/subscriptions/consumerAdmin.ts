@@ -27,9 +27,6 @@ export class EngineConsumerAdmin implements ConsumerAdmin {
     private readonly backend: SubscriptionStateBackend,
   ) {}
 
-  /** Member heartbeats held by this process: the epoch of each member record's lease. */
-  private readonly memberEpochs = new Map<string, number>();
-
   async list(): Promise<ConsumerInfo[]> {
     const head = await this.source.headPosition();
     const all = await this.backend.list();
@@ -118,8 +115,9 @@ export class EngineConsumerAdmin implements ConsumerAdmin {
     validateLabel(member, 'member');
     boundedInt(ttlMs, 'ttlMs', SUBSCRIBE_BOUNDS.leaseTtlMs.min, SUBSCRIBE_BOUNDS.leaseTtlMs.max, 0);
     const record = memberRecordName(name, member);
-    const epoch = this.memberEpochs.get(record);
-    const renewed = epoch === undefined ? null : await this.backend.renew(record, epoch, ttlMs);
+    // Stateless (any server process may answer a remote member): the stored epoch of the member's own lease.
+    const state = await this.backend.get(record);
+    const renewed = state?.owner === member ? await this.backend.renew(record, state.epoch, ttlMs) : null;
     if (!renewed?.ok) {
       const reg = await this.backend.register(record, {}, 0);
       if (!reg.ok) throw new ConsumerIdentityConflictError(record, reg.existingFilter, {});
@@ -128,7 +126,6 @@ export class EngineConsumerAdmin implements ConsumerAdmin {
         if (lease.reason === 'busy') throw new ConsumerBusyError(record, lease.owner, lease.leaseExpiresAt);
         throw new NotFoundError('consumer', record);
       }
-      this.memberEpochs.set(record, lease.epoch);
     }
     const now = Date.now();
     const members: string[] = [];
@@ -147,9 +144,8 @@ export class EngineConsumerAdmin implements ConsumerAdmin {
     validateConsumerName(name, 'name');
     validateLabel(member, 'member');
     const record = memberRecordName(name, member);
-    const epoch = this.memberEpochs.get(record);
-    this.memberEpochs.delete(record);
-    if (epoch !== undefined && (await this.backend.release(record, epoch)).ok)
+    const state = await this.backend.get(record);
+    if (state?.owner === member && (await this.backend.release(record, state.epoch)).ok)
       await this.backend.delete(record);
   }
 }

@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
+import { connect } from '../../src/client/connect.js';
 import { createConsumer, type Consumer } from '../../src/consumer/consumer.js';
+import { startServer } from '../../src/server/startServer.js';
 import type { ConsumerTarget } from '../../src/core/consumerTarget.js';
 import type { EventStore } from '../../src/core/eventStore.js';
 import { streamPartition } from '../../src/core/streamHash.js';
@@ -242,3 +244,23 @@ describe('postgres', { skip: pg.skip }, () => {
     pgTargets.make,
   );
 });
+
+describeConsumerGroups(
+  'remote members through the server (SQLite store), sqlite target',
+  async () => {
+    const dir = tempDir();
+    const served = await openSqliteStore({ path: dir.file('events.db') });
+    const server = await startServer({ store: served, port: 0 });
+    const store = connect(server.url);
+    return {
+      store,
+      cleanup: async () => {
+        await store.close();
+        await server.close();
+        await served.close();
+        await dir.cleanup();
+      },
+    };
+  },
+  makeSqliteFixture,
+);
