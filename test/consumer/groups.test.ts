@@ -5,6 +5,7 @@ import { createConsumer, type Consumer } from '../../src/consumer/consumer.js';
 import { startServer } from '../../src/server/startServer.js';
 import type { ConsumerTarget } from '../../src/core/consumerTarget.js';
 import type { EventStore } from '../../src/core/eventStore.js';
+import type { ConsumerInfo } from '../../src/core/subscription.js';
 import { streamPartition } from '../../src/core/streamHash.js';
 import { createMemoryStore } from '../../src/memory/memoryStore.js';
 import { openSqliteStore } from '../../src/sqlite/index.js';
@@ -264,3 +265,52 @@ describeConsumerGroups(
   },
   makeSqliteFixture,
 );
+
+describe('consumer groups seen through the server', () => {
+  it('GET /v1/consumers/:name and /metrics show each partition: index, position, owner, epoch, lag', async () => {
+    const dir = tempDir();
+    const served = await openSqliteStore({ path: dir.file('events.db') });
+    const server = await startServer({ store: served, port: 0 });
+    const fx = await makeSqliteFixture();
+    const name = randomConsumer('g');
+    const remote = connect(server.url);
+    const member = createConsumer({
+      name,
+      source: remote,
+      target: fx.target,
+      partitions: 4,
+      leaseTtlMs: LEASE_TTL_MS,
+      handle: () => undefined,
+    });
+    try {
+      for (let i = 0; i < 20; i++) await served.append(`acct-${i}`, [{ type: 'opened', data: {} }]);
+      await member.start();
+      await member.whenCaughtUp({ timeoutMs: 20_000 });
+      const res = await fetch(`${server.url}/v1/consumers/${name}`);
+      const info = (await res.json()) as ConsumerInfo;
+      assert.deepEqual(
+        info.partitions?.map((p) => [p.index, p.lag, p.epoch, p.owner === member.status().member]),
+        [0, 1, 2, 3].map((i) => [i, 0, 1, true]),
+      );
+      assert.equal(info.partitions.reduce((n, p) => n + (p.position > 0 ? 1 : 0), 0) > 0, true);
+      const metrics = await (await fetch(`${server.url}/metrics`)).text();
+      for (let i = 0; i < 4; i++) {
+        assert.match(
+          metrics,
+          new RegExp(`idem_consumer_partition_lag_events\\{consumer="${name}",partition="${i}"\\} 0`),
+        );
+        assert.match(
+          metrics,
+          new RegExp(`idem_consumer_partition_epoch\\{consumer="${name}",partition="${i}"\\} 1`),
+        );
+      }
+    } finally {
+      await member.stop();
+      await remote.close();
+      await server.close();
+      await served.close();
+      await fx.cleanup();
+      await dir.cleanup();
+    }
+  });
+});
