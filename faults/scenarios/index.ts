@@ -2,6 +2,7 @@ import type { Scenario } from '../types.js';
 import { abuseScenario } from './abuse.js';
 import { badInputScenario } from './badInput.js';
 import { consumerKillScenario } from './consumerKill.js';
+import { groupMemberKillScenario } from './groupMemberKill.js';
 import { loadScenario } from './load.js';
 import { networkCutsScenario } from './networkCuts.js';
 import { poisonScenario } from './poison.js';
@@ -31,4 +32,6 @@ export const SCENARIOS: readonly Scenario[] = [
   abuseScenario,
   relaySigkillScenario('sqlite'),
   relaySigkillScenario('postgres'),
+  groupMemberKillScenario('sqlite'),
+  groupMemberKillScenario('postgres'),
 ];
