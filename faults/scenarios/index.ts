@@ -3,6 +3,7 @@ import { abuseScenario } from './abuse.js';
 import { badInputScenario } from './badInput.js';
 import { consumerKillScenario } from './consumerKill.js';
 import { groupMemberKillScenario } from './groupMemberKill.js';
+import { groupRebalanceScenario } from './groupRebalance.js';
 import { loadScenario } from './load.js';
 import { networkCutsScenario } from './networkCuts.js';
 import { poisonScenario } from './poison.js';
@@ -34,4 +35,6 @@ export const SCENARIOS: readonly Scenario[] = [
   relaySigkillScenario('postgres'),
   groupMemberKillScenario('sqlite'),
   groupMemberKillScenario('postgres'),
+  groupRebalanceScenario('sqlite'),
+  groupRebalanceScenario('postgres'),
 ];
