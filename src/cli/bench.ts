@@ -32,7 +32,7 @@ interface BenchFlags {
 
 const HELP = `
 Scenarios: sqlite-append, postgres-append, consumer-sqlite, consumer-postgres, live-latency,
-catch-up, redelivery, delivery-sqlite, delivery-postgres, idle-subscriptions, jetstream (see
+catch-up, redelivery, delivery-sqlite, delivery-postgres, idle-subscriptions, jetstream, consumer-group (see
 docs/benchmarks.md for what each measures and how to read the figures). \`npm run bench\` builds
 dist/ first, then runs this command.
 

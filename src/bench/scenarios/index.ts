@@ -1,5 +1,6 @@
 import type { Scenario } from '../types.js';
 import { catchUp } from './catchUp.js';
+import { consumerGroup } from './consumerGroup.js';
 import { consumerPostgres } from './consumerPostgres.js';
 import { consumerSqlite } from './consumerSqlite.js';
 import { deliveryPostgres, deliverySqlite } from './delivery.js';
@@ -26,4 +27,5 @@ export const SCENARIOS: readonly Scenario[] = [
   deliveryPostgres,
   idleSubscriptionsScenario,
   jetstream,
+  consumerGroup,
 ];
