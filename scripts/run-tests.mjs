@@ -25,6 +25,7 @@ const SLOW = [
   'test/faults/',
   'test/demo/demo.test.ts',
   'test/consumer/crash.test.ts',
+  'test/consumer/groupProcesses.test.ts',
   'test/store/sqliteProcesses.test.ts',
   'test/postgres/processes.test.ts',
   'test/subscriptions/twoProcess.test.ts',

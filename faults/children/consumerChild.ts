@@ -34,6 +34,8 @@ export interface ConsumerChildConfig {
   standby?: boolean;
   /** Block at the `countdown`-th time the point is reached, announcing it, so the parent can SIGKILL there. */
   killAt?: { point: KillPoint; countdown: number };
+  /** A consumer group member with this many partitions. */
+  partitions?: number;
   /** Exit after catching up with the head, or run until SIGTERM. */
   until: 'caught-up' | 'signal';
 }
@@ -153,6 +155,7 @@ const consumer = createConsumer<unknown>({
   batch: { size: config.batchSize ?? 100, catchUpSize: 3 * (config.batchSize ?? 100) },
   standby: config.standby ?? false,
   ...(config.leaseTtlMs !== undefined ? { leaseTtlMs: config.leaseTtlMs } : {}),
+  ...(config.partitions !== undefined ? { partitions: config.partitions } : {}),
   reconnect: { initialDelayMs: 20, maxDelayMs: 500 },
   handle: (e, ctx) => handle(e, ctx.tx),
 });
@@ -189,7 +192,9 @@ process.on('SIGTERM', () => {
 });
 
 await consumer.start();
-say(`ready ${consumer.status().epoch}`);
+say(
+  `ready ${consumer.status().epoch}${config.partitions !== undefined ? ` ${consumer.status().member}` : ''}`,
+);
 if (config.until === 'caught-up') {
   await consumer.whenCaughtUp({ timeoutMs: 300_000 });
   report();

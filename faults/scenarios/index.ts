@@ -3,6 +3,8 @@ import { abuseScenario } from './abuse.js';
 import { badInputScenario } from './badInput.js';
 import { consumerKillScenario } from './consumerKill.js';
 import { jetstreamConsumerKillScenario } from './jetstreamConsumerKill.js';
+import { groupMemberKillScenario } from './groupMemberKill.js';
+import { groupRebalanceScenario } from './groupRebalance.js';
 import { loadScenario } from './load.js';
 import { natsRestartScenario } from './natsRestart.js';
 import { networkCutsScenario } from './networkCuts.js';
@@ -35,4 +37,8 @@ export const SCENARIOS: readonly Scenario[] = [
   relaySigkillScenario('postgres'),
   jetstreamConsumerKillScenario,
   natsRestartScenario,
+  groupMemberKillScenario('sqlite'),
+  groupMemberKillScenario('postgres'),
+  groupRebalanceScenario('sqlite'),
+  groupRebalanceScenario('postgres'),
 ];

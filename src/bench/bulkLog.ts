@@ -1,6 +1,7 @@
 import Database from 'better-sqlite3';
 import { openSqliteStore } from '../sqlite/index.js';
 import { STREAMS } from './workload.js';
+import { streamHash } from '../core/streamHash.js';
 
 /**
  * Fixture for the catch-up scenario: `total` events in a new embedded store file, generated inside
@@ -16,10 +17,11 @@ export async function writeBulkLog(path: string, total: number): Promise<void> {
   try {
     db.pragma('journal_mode = WAL');
     db.pragma('synchronous = NORMAL');
+    db.function('idem_stream_hash', { deterministic: true }, (stream: unknown) => streamHash(String(stream)));
     const chunk = 100_000;
     const insert = db.prepare(`
       WITH RECURSIVE seq(i) AS (SELECT CAST(? AS INTEGER) UNION ALL SELECT i + 1 FROM seq WHERE i + 1 < ?)
-      INSERT INTO idem_events (position, id, stream, version, type, data, metadata, recorded_at)
+      INSERT INTO idem_events (position, id, stream, version, type, data, metadata, recorded_at, stream_hash)
       SELECT i + 1,
         lower(printf('%s-%s-4%s-8%s-%s', hex(randomblob(4)), hex(randomblob(2)), substr(hex(randomblob(2)), 2),
           substr(hex(randomblob(2)), 2), hex(randomblob(6)))),
@@ -29,7 +31,8 @@ export async function writeBulkLog(path: string, total: number): Promise<void> {
           'currency', 'EUR', 'lines', 1 + (i % 12), 'note', 'net 30 days; thank you for your business',
           'issuedAt', '2026-01-01T00:00:00.000Z'),
         json_object('commandId', 'cmd-' || i),
-        '2026-01-01T00:00:00.000Z'
+        '2026-01-01T00:00:00.000Z',
+        idem_stream_hash('invoice-' || (i % ${STREAMS}))
       FROM seq`);
     for (let from = 0; from < total; from += chunk) insert.run(from, Math.min(total, from + chunk));
     db.pragma('wal_checkpoint(TRUNCATE)');

@@ -63,16 +63,30 @@ export function registerConsumers(program: Command, ctx: CliContext): void {
       out.line(
         table(
           ['NAME', 'STATUS', 'POSITION', 'HEAD', 'LAG', 'LAG_S', 'PARKED', 'OWNER', 'FILTER'],
-          list.map((c) => [
-            c.name,
-            c.error ? `${c.status} (error: ${c.error.code})` : c.status,
-            String(c.position),
-            String(c.head),
-            String(c.lag),
-            String(c.lagSeconds),
-            String(c.parked),
-            c.owner ?? '-',
-            describeFilter(c.filter),
+          list.flatMap((c) => [
+            [
+              c.name,
+              c.error ? `${c.status} (error: ${c.error.code})` : c.status,
+              String(c.position),
+              String(c.head),
+              String(c.lag),
+              String(c.lagSeconds),
+              String(c.parked),
+              c.owner ?? '-',
+              describeFilter(c.filter) + (c.partitions ? ` partitions=${c.partitions.length}` : ''),
+            ],
+            // A consumer group: one row per partition under it.
+            ...(c.partitions ?? []).map((p) => [
+              `  ${c.name}#${p.index}`,
+              p.status,
+              String(p.position),
+              String(c.head),
+              String(p.lag),
+              '',
+              '',
+              p.owner ?? '-',
+              `epoch ${p.epoch}`,
+            ]),
           ]),
         ),
       );
@@ -205,6 +219,14 @@ function describeConsumer(c: ConsumerInfo): string {
   ];
   if (c.pause)
     lines.push(`paused     ${c.pause.reason} since ${c.pause.since}${c.pause.by ? ` by ${c.pause.by}` : ''}`);
+  if (c.partitions) {
+    lines.push(`partitions ${c.partitions.length}`);
+    for (const p of c.partitions) {
+      lines.push(
+        `  #${String(p.index).padEnd(3)} position ${p.position}  lag ${p.lag}  epoch ${p.epoch}  owner ${p.owner ?? '-'}`,
+      );
+    }
+  }
   if (c.error) lines.push(`error      ${c.error.code}: ${c.error.message}`);
   if (c.lastError)
     lines.push(`last error ${c.lastError.name ? `${c.lastError.name}: ` : ''}${c.lastError.message}`);

@@ -13,7 +13,7 @@ import {
 import { validateSubject } from '../core/encryption.js';
 import { checkKnownKeys } from '../core/knownKeys.js';
 import { appendExpectation } from '../core/expectedVersion.js';
-import { normalizeFilter } from '../core/filter.js';
+import { normalizeFilter, type EventFilter } from '../core/filter.js';
 import { boundedPage, parseHistoryBound } from '../core/history.js';
 import type { MigrationStatus } from '../core/migrationStatus.js';
 import { readPages, type Page } from '../core/readPages.js';
@@ -120,7 +120,7 @@ export class RemoteEventStore implements EventStore {
     yield* readPages(after, limit, PAGE, async (position, size) => {
       this.assertOpen();
       const page = await this.http.request<Page>('GET', '/v1/events', {
-        query: { after: position, limit: size, ...filter },
+        query: { after: position, limit: size, ...eventsQuery(filter) },
         retry: true,
       });
       return this.upcastPage(page);
@@ -265,6 +265,26 @@ export class RemoteEventStore implements EventStore {
         this.assertOpen();
         await this.http.request('POST', this.consumerPath(name, '/resume'), { retry: true });
       },
+      heartbeatMember: async (name, member, ttlMs) => {
+        this.assertOpen();
+        // Safe to repeat: a heartbeat renews the same member's lease.
+        const r = await this.http.request<{ members: string[] }>(
+          'POST',
+          this.consumerPath(name, '/members'),
+          {
+            body: { member, ttlMs },
+            retry: true,
+          },
+        );
+        return r.members;
+      },
+      leaveGroup: async (name, member) => {
+        this.assertOpen();
+        await this.http.request('POST', this.consumerPath(name, '/members/leave'), {
+          body: { member },
+          retry: true,
+        });
+      },
     };
   }
 
@@ -346,4 +366,11 @@ export class RemoteEventStore implements EventStore {
       },
     };
   }
+}
+
+/** A normalised filter as the query of `GET /v1/events`: the lists, and a partition as two numbers. */
+function eventsQuery(filter: EventFilter): Record<string, readonly string[] | number> {
+  const { partition, ...lists } = filter;
+  if (!partition) return lists;
+  return { ...lists, partitionCount: partition.count, partitionIndex: partition.index };
 }

@@ -51,8 +51,8 @@ export class BatchPlan {
     events: RecordedEvent[],
     redelivery: boolean,
   ): Promise<BatchPlan> {
-    const cp = await t.checkpoint(o.name);
-    if (cp.epoch > epoch) throw new FencedError(o.name, epoch, cp.epoch);
+    const cp = await t.checkpoint(o.targetName);
+    if (cp.epoch > epoch) throw new FencedError(o.targetName, epoch, cp.epoch);
     // A redelivered batch at or below the committed checkpoint is skipped without a ledger lookup;
     // dead letters delivered again by `retry` sit below it on purpose and always go through the guards.
     const found = redelivery ? 0 : events.findIndex((e) => e.position > cp.position);
@@ -62,7 +62,7 @@ export class BatchPlan {
     const entityVersion = o.guards.entityVersion;
     const applied =
       entityVersion && fresh.length > 0
-        ? await t.entityVersions(o.name, [...new Set(fresh.map((e) => e.stream))])
+        ? await t.entityVersions(o.targetName, [...new Set(fresh.map((e) => e.stream))])
         : new Map<string, number>();
     const plan = new BatchPlan(cp.position, start, fresh, keys, entityVersion, applied, new Set());
     // The ledger is asked only about events the entity versions do not already call duplicates
@@ -72,7 +72,7 @@ export class BatchPlan {
       const k = keys[i]!;
       if (Array.isArray(k) && !plan.appliedAlready(fresh[i]!)) for (const key of k) lookup.push(key);
     }
-    if (lookup.length > 0) for (const k of await t.processedKeys(o.name, lookup)) plan.seen.add(k);
+    if (lookup.length > 0) for (const k of await t.processedKeys(o.targetName, lookup)) plan.seen.add(k);
     return plan;
   }
 

@@ -178,7 +178,7 @@ export class BatchTransaction<Tx> {
     // Nothing at or after a held event is acknowledged (or checkpointed) until it is handled.
     ackIndex = Math.min(ackIndex, firstHeld - 1);
     const ackPosition = ackIndex >= 0 ? events[ackIndex]!.position : null;
-    await this.t.record(this.o.name, {
+    await this.t.record(this.o.targetName, {
       entries: record.entries,
       versions: plan.versions,
       position: Math.max(plan.checkpoint, ackPosition ?? 0),

@@ -3,6 +3,7 @@ import type { RecordedEvent } from '../core/event.js';
 import type { ConsumerPause, Subscription } from '../core/subscription.js';
 import { backoffDelay, sleep } from '../core/backoff.js';
 import { traced, traceparentOf } from '../core/tracing.js';
+import { ConsumerGroupMember } from './consumerGroup.js';
 import { MessageBatcher, type Work } from './messageBatcher.js';
 import { ConsumerMetrics, type ConsumerMetricsSnapshot, type ConsumerProgress } from './metrics.js';
 import {
@@ -613,5 +614,7 @@ function pick(e: RecordedEvent): Pick<RecordedEvent, 'id' | 'stream' | 'version'
 export function createConsumer<Tx, M extends EventMap = AnyEvents>(
   options: ConsumerOptions<Tx, M>,
 ): Consumer {
-  return new ConsumerRuntime(resolveOptions(options));
+  const o = resolveOptions(options);
+  if (o.partitions !== null) return new ConsumerGroupMember(o, (partition) => new ConsumerRuntime(partition));
+  return new ConsumerRuntime(o);
 }

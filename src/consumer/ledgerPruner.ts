@@ -1,7 +1,7 @@
 import type { ConsumerTarget, PruneLedgerOptions, PruneLedgerResult } from '../core/consumerTarget.js';
 import { InvalidInputError } from '../core/errors.js';
-import type { ConsumerSource } from '../core/consumerSource.js';
-import type { EventStore } from '../core/eventStore.js';
+import { recordKind } from '../core/consumerGroups.js';
+import { idemStoreOf, type ConsumerSource } from '../core/consumerSource.js';
 import { belowHorizon, type ResolvedRetain } from '../core/ledgerRetention.js';
 import type { ResolvedOptions } from './options.js';
 
@@ -42,11 +42,11 @@ export class LedgerPruner<Tx> {
   async checkStart(startPosition: number): Promise<void> {
     const target = this.o.target;
     if (!target.ledgerHorizon || !this.horizonMatters) return;
-    const horizon = await target.ledgerHorizon(this.o.name);
+    const horizon = await target.ledgerHorizon(this.o.targetName);
     if (horizon === 0) return;
     if (startPosition < horizon)
       throw belowHorizon(this.o.name, horizon, 'cursor', `the source's cursor ${startPosition} is`);
-    await storeOf(this.o.source)?.consumers.setLedgerHorizon?.(this.o.name, horizon);
+    await idemStoreOf(this.o.source)?.consumers.setLedgerHorizon?.(this.o.targetName, horizon);
   }
 
   /** After an acknowledgement of `position`: prunes when due. */
@@ -62,7 +62,7 @@ export class LedgerPruner<Tx> {
     this.lastPruneMs = now;
     const through = retain.kind === 'age' ? this.agedThrough(now - retain.ms) : position;
     if (through <= 0) return;
-    await pruneConsumerLedger(this.o.source, this.o.target, this.o.name, {
+    await pruneConsumerLedger(this.o.source, this.o.target, this.o.targetName, {
       through,
       ...(retain.kind === 'events' ? { keep: retain.keep } : {}),
       keysBeyondIds: this.o.guards.keyGuards.some((g) => g.label !== 'event-id'),
@@ -113,8 +113,10 @@ export async function pruneConsumerLedger<Tx>(
     throw new InvalidInputError('target', `the ${target.kind} target cannot prune its ledger`);
   let through = options.through ?? Number.MAX_SAFE_INTEGER;
   let first: number | null = null;
-  const store = storeOf(source);
-  for (const d of (await store?.deadLetters.list(name)) ?? [])
+  const store = idemStoreOf(source);
+  // A group's partition (`billing#3`): the group's dead letters, every partition's (a safe superset).
+  const kind = recordKind(name);
+  for (const d of (await store?.deadLetters.list(kind.kind === 'partition' ? kind.group : name)) ?? [])
     if (first === null || d.event.position < first) first = d.event.position;
   if (first !== null) {
     if (options.keysBeyondIds === true) return null;
@@ -126,9 +128,4 @@ export async function pruneConsumerLedger<Tx>(
   });
   if (options.reportHorizon !== false) await store?.consumers.setLedgerHorizon?.(name, r.horizon);
   return r;
-}
-
-/** The idem store behind a source, or null for a source with no cursor or dead letters of idem's. */
-function storeOf(source: ConsumerSource): EventStore | null {
-  return 'consumers' in source && 'deadLetters' in source ? (source as EventStore) : null;
 }

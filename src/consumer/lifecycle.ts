@@ -1,5 +1,5 @@
 import type { RecordedEvent } from '../core/event.js';
-import type { ConsumerPause, Subscription } from '../core/subscription.js';
+import type { ConsumerPause, PartitionInfo, Subscription } from '../core/subscription.js';
 
 /**
  * - `idle`: created, or waiting for ownership (standby) or to reconnect;
@@ -34,6 +34,12 @@ export interface ConsumerRuntimeStatus {
   pause?: ConsumerPause;
   /** The event the consumer stopped at, when it failed on one. */
   failedEvent?: Pick<RecordedEvent, 'id' | 'stream' | 'version' | 'position' | 'type' | 'metadata'>;
+  /** A consumer group's member: its id (the owner of its partitions' leases). */
+  member?: string;
+  /** A consumer group's member: the live members it last saw, itself included. */
+  members?: string[];
+  /** A consumer group's member: the partitions it holds (lag is shown by `consumers.get`). */
+  partitions?: PartitionInfo[];
 }
 
 /** One start-to-stop cycle: what `stop()` must abort, close and wait for. */

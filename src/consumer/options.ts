@@ -17,6 +17,7 @@ import {
 import { parseDuration } from '../core/duration.js';
 import { validateRedrivePolicy } from '../core/parkInfo.js';
 import { boundedInt, validateConsumerName } from '../core/validation.js';
+import { MAX_PARTITIONS } from '../core/streamHash.js';
 import { compileUpcasters, type Upcasters } from '../core/upcasters.js';
 import { resolveLedgerOptions, type LedgerOptions, type ResolvedRetain } from '../core/ledgerRetention.js';
 import { normalizeGuards, type Guard, type GuardSet } from './guards.js';
@@ -274,6 +275,12 @@ export interface ConsumerBaseOptions<Tx> {
    * @default the ledger keeps every row
    */
   ledger?: LedgerOptions;
+  /**
+   * Makes the consumer a group of this many partitions (1-256) by the stream hash: every process
+   * that starts the definition is a member, members share the partitions, each partition keeps its
+   * own cursor, lease, epoch and target checkpoint. Part of the identity. See docs/consumer-groups.md.
+   */
+  partitions?: number;
 }
 
 /**
@@ -313,6 +320,7 @@ export const CONSUMER_OPTION_KEYS = {
   effects: true,
   upcasters: true,
   ledger: true,
+  partitions: true,
 } as const satisfies KnownKeys<
   ConsumerBaseOptions<unknown> & { filter?: unknown; handle?: unknown; handleBatch?: unknown }
 >;
@@ -323,6 +331,13 @@ const RECONNECT_OPTION_KEYS = { initialDelayMs: true, maxDelayMs: true } as cons
 
 export interface ResolvedOptions<Tx> {
   name: string;
+  /**
+   * Whose checkpoint, ledger and entity versions the target keeps: the name, or for a partition of
+   * a group the partition's record name (`billing#3`), so that fencing works per partition.
+   */
+  targetName: string;
+  /** The group's partition count; null for a consumer without partitions. */
+  partitions: number | null;
   source: ConsumerSource;
   filter: EventFilter;
   target: ConsumerTarget<Tx>;
@@ -499,10 +514,18 @@ export function resolveOptions<Tx, M extends EventMap>(options: ConsumerOptions<
       : boundedInt(options.leaseTtlMs, 'leaseTtlMs', MIN_LEASE_TTL_MS, MAX_LEASE_TTL_MS, 0);
   if (options.owner !== undefined && typeof options.owner !== 'string')
     throw new InvalidInputError('owner', 'must be a string');
+  const filter = normalizeFilter(options.filter as EventFilter | undefined, 'filter');
+  if (filter.partition)
+    throw new InvalidInputError('filter.partition', 'is set by the runtime: use partitions');
   return {
     name,
+    targetName: name,
+    partitions:
+      options.partitions === undefined
+        ? null
+        : boundedInt(options.partitions, 'partitions', 1, MAX_PARTITIONS, 1),
     source,
-    filter: normalizeFilter(options.filter as EventFilter | undefined, 'filter'),
+    filter,
     target,
     guards: normalizeGuards(options.guard, 'guard'),
     // The filter lets through only the map's types, so the handlers get the events they were typed for.

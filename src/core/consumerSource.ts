@@ -1,5 +1,5 @@
 import type { RecordedEvent } from './event.js';
-import type { ReadAllOptions, ReadStreamOptions } from './eventStore.js';
+import type { EventStore, ReadAllOptions, ReadStreamOptions } from './eventStore.js';
 import type { SubscribeOptions, Subscription } from './subscription.js';
 
 /**
@@ -28,3 +28,11 @@ export interface ConsumerSource {
 
 /** Figures a source reports about its delivery, e.g. JetStream's pending and ack-pending counts. */
 export type SourceMetrics = Readonly<Record<string, number>>;
+
+/**
+ * The idem store behind a source, or null for a source with no cursor, consumer records or dead
+ * letters of idem's (such as `jetStreamSource`).
+ */
+export function idemStoreOf(source: ConsumerSource): EventStore | null {
+  return 'consumers' in source && 'deadLetters' in source ? (source as EventStore) : null;
+}

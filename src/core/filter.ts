@@ -2,6 +2,7 @@ import { InvalidInputError } from './errors.js';
 import { streamCategory } from './event.js';
 import { checkKnownKeys, type KnownKeys } from './knownKeys.js';
 import { MAX_FILTER_ENTRIES, MAX_STREAM_LENGTH, MAX_TYPE_LENGTH } from './limits.js';
+import { MAX_PARTITIONS, streamHash } from './streamHash.js';
 import { textProblem } from './validation.js';
 
 /** Longest entry of each filter list: a type is within the type limit, the others within a stream name. */
@@ -20,13 +21,43 @@ export interface EventFilter {
   types?: string[];
   categories?: string[];
   streamPrefixes?: string[];
+  /**
+   * Only the streams of one partition: those whose `streamHash` (32-bit FNV-1a of the UTF-8 name)
+   * modulo `count` is `index`. A consumer group's members read their partitions with it.
+   */
+  partition?: PartitionFilter;
+}
+
+/** One partition of `count` (1..256): index 0..count-1. */
+export interface PartitionFilter {
+  count: number;
+  index: number;
 }
 
 const FILTER_KEYS = {
   types: true,
   categories: true,
   streamPrefixes: true,
+  partition: true,
 } as const satisfies KnownKeys<EventFilter>;
+
+const PARTITION_KEYS = { count: true, index: true } as const satisfies KnownKeys<PartitionFilter>;
+
+/** A partition filter checked: `count` an integer 1..256, `index` an integer 0..count-1. */
+export function normalizePartition(value: unknown, field: string): PartitionFilter {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw new InvalidInputError(field, 'must be an object { count, index }');
+  }
+  checkKnownKeys(value, PARTITION_KEYS, field);
+  const { count, index } = value as Record<string, unknown>;
+  if (typeof count !== 'number' || !Number.isInteger(count) || count < 1 || count > MAX_PARTITIONS) {
+    throw new InvalidInputError(`${field}.count`, `must be an integer 1-${MAX_PARTITIONS}`);
+  }
+  if (typeof index !== 'number' || !Number.isInteger(index) || index < 0 || index >= count) {
+    throw new InvalidInputError(`${field}.index`, `must be an integer 0-${count - 1} (below count)`);
+  }
+  return { count, index };
+}
 
 /**
  * A filter with sorted, de-duplicated lists and no empty ones; equal filters normalise equally.
@@ -58,12 +89,17 @@ export function normalizeFilter(filter: EventFilter | undefined, field = 'filter
     const uniq = [...new Set(list as string[])].sort();
     if (uniq.length > 0) out[key] = uniq;
   }
+  if (filter.partition !== undefined)
+    out.partition = normalizePartition(filter.partition, `${field}.partition`);
   return out;
 }
 
 export function filterKey(filter: EventFilter | undefined): string {
   const f = normalizeFilter(filter);
-  return JSON.stringify([f.types ?? [], f.categories ?? [], f.streamPrefixes ?? []]);
+  const lists = [f.types ?? [], f.categories ?? [], f.streamPrefixes ?? []];
+  // A filter without a partition keeps the key it always had (stored identities compare by it).
+  if (f.partition === undefined) return JSON.stringify(lists);
+  return JSON.stringify([...lists, [f.partition.count, f.partition.index]]);
 }
 
 export function sameFilter(a: EventFilter | undefined, b: EventFilter | undefined): boolean {
@@ -75,8 +111,9 @@ export function matchesFilter(
   event: { stream: string; type: string },
 ): boolean {
   if (!filter) return true;
-  const { types, categories, streamPrefixes } = filter;
+  const { types, categories, streamPrefixes, partition } = filter;
   if (types && types.length > 0 && !types.includes(event.type)) return false;
+  if (partition && streamHash(event.stream) % partition.count !== partition.index) return false;
   const hasCat = categories !== undefined && categories.length > 0;
   const hasPre = streamPrefixes !== undefined && streamPrefixes.length > 0;
   if (!hasCat && !hasPre) return true;

@@ -3,6 +3,7 @@ export * from './json.js';
 export * from './event.js';
 export * from './expectedVersion.js';
 export * from './filter.js';
+export { MAX_PARTITIONS, streamHash, streamPartition } from './streamHash.js';
 export {
   DEFAULT_LIMITS,
   MAX_CONSUMER_NAME_LENGTH,

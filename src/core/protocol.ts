@@ -27,6 +27,7 @@ export interface SubscribeRequest {
   /** The client's name for this subscription on this connection (1-64 characters); every later message about it carries it. */
   sub: string;
   consumer: string;
+  /** With `partition: { count, index }`: one partition of the consumer group `consumer` (its own cursor, lease, epoch). */
   filter?: EventFilter;
   from?: StartFrom;
   standby?: boolean;

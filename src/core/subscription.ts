@@ -178,10 +178,29 @@ export interface ConsumerInfo {
   createdAt: string;
   updatedAt: string;
   /**
+   * A consumer group's partitions (`createConsumer({ partitions })`), by index; absent for a
+   * consumer without partitions. The group's `position` is then the lowest partition position, `lag`
+   * their sum, `epoch` the highest, `owner` the owners joined by `, `, and `parked` their sum.
+   */
+  partitions?: PartitionInfo[];
+  /**
    * Set when lag and status could not be computed for this consumer (for example a filter stored
    * before the filter limits); the other fields are its stored state, lag 0.
    */
   error?: { code: string; message: string };
+}
+
+/** One partition of a consumer group, as `consumers.get` shows it. */
+export interface PartitionInfo {
+  index: number;
+  /** The partition's acknowledged position. */
+  position: number;
+  /** The member holding its lease; null when none holds a live one. */
+  owner: string | null;
+  epoch: number;
+  /** Matching events of the partition after its cursor. */
+  lag: number;
+  status: ConsumerStatus;
 }
 
 export interface ConsumerAdmin {
@@ -216,6 +235,14 @@ export interface ConsumerAdmin {
   pause(name: string, options?: ConsumerPauseOptions): Promise<void>;
   /** Lifts a pause (an operator's or an outage's): delivery continues at the cursor. `not_found` when missing. */
   resume(name: string): Promise<void>;
+  /**
+   * Consumer groups: records that `member` of group `name` is alive for `ttlMs` (a heartbeat; call
+   * it every third of the TTL) and returns the members alive now, sorted, this one included.
+   * Members whose heartbeat ran out are removed.
+   */
+  heartbeatMember?(name: string, member: string, ttlMs: number): Promise<string[]>;
+  /** Consumer groups: gives up `member`'s heartbeat at once (a member that stops). */
+  leaveGroup?(name: string, member: string): Promise<void>;
 }
 
 export interface ConsumerPauseOptions {

@@ -84,6 +84,11 @@ export function toExistingEvent(row: PostgresEventRow): ExistingEvent {
   };
 }
 
+/** `(stream_hash % count)`, as written in the partition index of `count` and in the reads it serves. */
+export function partitionExpression(count: number): string {
+  return `(stream_hash % ${Math.trunc(count)})`;
+}
+
 /**
  * SQL for a normalised filter, as a condition over the `events` columns plus its parameters,
  * numbered from `$firstParam`. A category is the part of a stream name before its first `-`, so a
@@ -106,5 +111,8 @@ export function filterSql(filter: EventFilter, firstParam: number): { where: str
   // per row.
   if (prefixes.length > 0) streamParts.push(`stream ^@ ANY(${next(prefixes)})`);
   if (streamParts.length > 0) parts.push(`(${streamParts.join(' OR ')})`);
+  // Inline (validated integers), written as the partition index's expression so that it is used.
+  if (filter.partition)
+    parts.unshift(`${partitionExpression(filter.partition.count)} = ${Math.trunc(filter.partition.index)}`);
   return { where: parts.length > 0 ? parts.join(' AND ') : 'true', params };
 }

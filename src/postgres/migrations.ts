@@ -342,6 +342,29 @@ export const EVENT_STORE_MIGRATIONS: PostgresMigration[] = [
       $fn$;
     `,
   },
+  {
+    // The partition key of consumer groups: 32-bit FNV-1a of the stream name's UTF-8 bytes, as an
+    // unsigned number. A generated column: computed for the rows already stored (the table is
+    // rewritten once) and for every insert, whichever code path writes it.
+    version: 9,
+    name: 'stream hash',
+    sql: (s) => `
+      CREATE FUNCTION ${s}.stream_hash(p_stream text) RETURNS bigint
+      LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $fn$
+      DECLARE
+        b bytea := convert_to(p_stream, 'UTF8');
+        h bigint := 2166136261;
+        i integer;
+      BEGIN
+        FOR i IN 0 .. length(b) - 1 LOOP
+          h := ((h # get_byte(b, i)) * 16777619) & 4294967295;
+        END LOOP;
+        RETURN h;
+      END
+      $fn$;
+      ALTER TABLE ${s}.events ADD COLUMN stream_hash bigint GENERATED ALWAYS AS (${s}.stream_hash(stream)) STORED;
+    `,
+  },
 ];
 
 export interface MigrationTarget {

@@ -38,6 +38,7 @@ import {
   EVENT_TUPLE_COLUMNS,
   filterSql,
   isoText,
+  partitionExpression,
   tuplesToRecordedEvents,
   type PostgresEventTuple,
 } from './eventRows.js';
@@ -155,6 +156,8 @@ export class PostgresEventStore implements EventStore {
   private readonly prepared: boolean;
   /** Scan queries of the subscriptions (`scanPage`), by filter. */
   private readonly scanQueries = new QueryCache<{ text: string; params: string[][] }>();
+  /** Partition counts whose index exists (see `partitionIndex`). */
+  private readonly partitionIndexes = new Set<number>();
   private closed = false;
   /** Set only when upcasters are given, so that a read without them does nothing more per event. */
   readonly upcast: UpcastEvents | null;
@@ -277,6 +280,7 @@ export class PostgresEventStore implements EventStore {
     maxBytes?: number,
   ): Promise<RecordedEvent[]> {
     this.assertOpen();
+    await this.partitionIndex(filter);
     const key = filterKey(filter);
     const q = this.pageQueries.get(key, () => {
       const sql = filterSql(filter, 3);
@@ -310,6 +314,7 @@ export class PostgresEventStore implements EventStore {
     maxBytes?: number,
   ): Promise<ScannedPage> {
     this.assertOpen();
+    await this.partitionIndex(filter);
     const q = this.scanQueries.get(filterKey(filter), () => {
       const sql = filterSql(filter, 4);
       return {
@@ -345,9 +350,31 @@ export class PostgresEventStore implements EventStore {
     return scannedPage(await this.toEvents(cut ? tuples.slice(0, keep) : tuples), limit, end, head, cut);
   }
 
+  /**
+   * A partition filter's reads go through the index of its count, `(stream_hash % count, position)`:
+   * created on first use when missing (once per count a consumer group registers), so that a
+   * partition's read costs in proportion to its events. Two processes creating it at once: the
+   * loser's duplicate error is expected and ignored.
+   */
+  private async partitionIndex(filter: EventFilter): Promise<void> {
+    const count = filter.partition?.count;
+    if (count === undefined || this.partitionIndexes.has(count)) return;
+    try {
+      await this.query(
+        `CREATE INDEX IF NOT EXISTS events_partition_${count} ON ${this.s}.events (${partitionExpression(count)}, position)`,
+        [],
+      );
+    } catch (err) {
+      const code = (err as { code?: string }).code;
+      if (code !== '23505' && code !== '42P07') throw err;
+    }
+    this.partitionIndexes.add(count);
+  }
+
   /** Internal (lag): the events at positions in (`after`, `upTo`] that match `filter`, counted in one query. */
   async countMatching(after: number, upTo: number, filter: EventFilter): Promise<MatchCount> {
     this.assertOpen();
+    await this.partitionIndex(filter);
     const sql = filterSql(filter, 3);
     const rows = await this.query<{ count: number; oldest: string | null }>(
       `SELECT count(*)::int AS count,

@@ -66,6 +66,30 @@ export class ServerMetrics {
     labelNames: ['consumer'] as const,
     registers: [this.registry],
   });
+  private readonly partitionPosition = new Gauge({
+    name: 'idem_consumer_partition_position',
+    help: 'Last acknowledged position of a consumer group partition',
+    labelNames: ['consumer', 'partition'] as const,
+    registers: [this.registry],
+  });
+  private readonly partitionLag = new Gauge({
+    name: 'idem_consumer_partition_lag_events',
+    help: 'Matching events after a consumer group partition cursor',
+    labelNames: ['consumer', 'partition'] as const,
+    registers: [this.registry],
+  });
+  private readonly partitionEpoch = new Gauge({
+    name: 'idem_consumer_partition_epoch',
+    help: 'Fencing epoch of a consumer group partition',
+    labelNames: ['consumer', 'partition'] as const,
+    registers: [this.registry],
+  });
+  private readonly partitionOwned = new Gauge({
+    name: 'idem_consumer_partition_owned',
+    help: 'Consumer group partitions by owner (1 while the member holds a live lease on it)',
+    labelNames: ['consumer', 'partition', 'owner'] as const,
+    registers: [this.registry],
+  });
   readonly wsConnections = new Gauge({
     name: 'idem_ws_connections',
     help: 'Open WebSocket connections on /v1/subscribe',
@@ -109,6 +133,10 @@ export class ServerMetrics {
       this.consumerParked,
       this.consumerStatus,
       this.consumerEpoch,
+      this.partitionPosition,
+      this.partitionLag,
+      this.partitionEpoch,
+      this.partitionOwned,
     ]) {
       g.reset();
     }
@@ -124,6 +152,13 @@ export class ServerMetrics {
       this.consumerEpoch.set(labels, c.epoch);
       for (const s of STATUSES)
         this.consumerStatus.set({ consumer: c.name, status: s }, c.status === s ? 1 : 0);
+      for (const p of c.partitions ?? []) {
+        const partition = { consumer: c.name, partition: String(p.index) };
+        this.partitionPosition.set(partition, p.position);
+        this.partitionLag.set(partition, p.lag);
+        this.partitionEpoch.set(partition, p.epoch);
+        if (p.owner !== null) this.partitionOwned.set({ ...partition, owner: p.owner }, 1);
+      }
     }
     const text =
       this.extra.length === 0

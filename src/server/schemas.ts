@@ -5,6 +5,7 @@
 import { z } from 'zod';
 import { LATENCY_BUCKETS, MONITOR_COUNTERS } from '../core/consumerMonitors.js';
 import { InvalidInputError } from '../core/errors.js';
+import { SUBSCRIBE_BOUNDS } from '../core/limits.js';
 import { clip } from './clip.js';
 
 /** Formats a zod issue path like `events[2].type`. */
@@ -63,6 +64,20 @@ const bulkFields = {
   after: shortText(200).optional(),
   by: shortText(200).optional(),
 };
+
+/** A consumer group member's heartbeat or leaving: `{ member, ttlMs? }`. */
+export const memberBodySchema = z.strictObject(
+  {
+    member: z.string().min(1).max(200),
+    ttlMs: z
+      .number()
+      .int()
+      .min(SUBSCRIBE_BOUNDS.leaseTtlMs.min)
+      .max(SUBSCRIBE_BOUNDS.leaseTtlMs.max)
+      .optional(),
+  },
+  { error: 'must be a JSON object { member, ttlMs? }' },
+);
 
 export const selectorBodySchema = z.union(
   [

@@ -6,6 +6,7 @@ import { resolveIdempotentAppend, type ExistingEvent } from '../core/idempotency
 import type { PreparedEvent } from '../core/validation.js';
 import { selectByIds, toExistingEvent } from './eventRows.js';
 import { RowInserter } from './rowInserter.js';
+import { streamHash } from '../core/streamHash.js';
 
 interface PendingAppend {
   stream: string;
@@ -123,8 +124,8 @@ export class AppendBatcher {
     this.dataVersionStmt = db.prepare('PRAGMA data_version').pluck();
     this.insertRows = new RowInserter(
       db,
-      'INSERT INTO idem_events (position, id, stream, version, type, data, metadata, recorded_at)',
-      8,
+      'INSERT INTO idem_events (position, id, stream, version, type, data, metadata, recorded_at, stream_hash)',
+      9,
     );
     // Called inside the group transaction, better-sqlite3 runs this as a savepoint.
     this.appendTx = db.transaction((group: Group, p: PendingAppend, head: number) =>
@@ -392,10 +393,12 @@ export class AppendBatcher {
     let k = 0;
     let a = appends[0]!;
     let start = 0;
+    let hash = streamHash(a.p.stream);
     this.insertRows.insert(total, (params, at, index) => {
       while (index - start >= a.p.events.length) {
         start += a.p.events.length;
         a = appends[++k]!;
+        hash = streamHash(a.p.stream);
       }
       const i = index - start;
       const e = a.p.events[i]!;
@@ -407,6 +410,7 @@ export class AppendBatcher {
       params[at + 5] = e.dataJson;
       params[at + 6] = e.metadataJson;
       params[at + 7] = recordedAt;
+      params[at + 8] = hash;
     });
   }
 

@@ -108,6 +108,23 @@ function codePoints(s: string): number {
   return n;
 }
 
+/** `stream_hash % count`, as written in the partition index of `count` and in the reads it serves. */
+export function partitionExpression(count: number): string {
+  return `stream_hash % ${Math.trunc(count)}`;
+}
+
+/**
+ * Creates, when missing, the index that makes reading one partition of `count` cost in proportion
+ * to that partition's events: `(stream_hash % count, position)`. Made on demand, once per count a
+ * reader asks for (a consumer group's partition count), since most stores never need one.
+ */
+export function ensurePartitionIndex(db: Database.Database, count: number): void {
+  const n = Math.trunc(count);
+  db.exec(
+    `CREATE INDEX IF NOT EXISTS idem_events_partition_${n} ON idem_events (${partitionExpression(n)}, position)`,
+  );
+}
+
 /**
  * SQL for a normalised filter, as a condition and its parameters. A category `c` matches the stream
  * `c` and streams starting with `c-`; a category containing `-` matches nothing, since a category is
@@ -132,5 +149,10 @@ export function filterSql(filter: EventFilter): { where: string; params: (string
   }
   const constrainsStreams = (filter.categories?.length ?? 0) + (filter.streamPrefixes?.length ?? 0) > 0;
   if (constrainsStreams) parts.push(streamParts.length > 0 ? `(${streamParts.join(' OR ')})` : '0');
+  if (filter.partition) {
+    // Written as the partition index's expression (the count inline), so that SQLite reads the index.
+    parts.unshift(`${partitionExpression(filter.partition.count)} = ?`);
+    params.unshift(filter.partition.index);
+  }
   return { where: parts.length > 0 ? parts.join(' AND ') : '1', params };
 }

@@ -1,5 +1,6 @@
 import type Database from 'better-sqlite3';
 import { addConsumerPause, addDeadLetterRedrive, createSubscriptionTables } from './subscriptionSchema.js';
+import { streamHash } from '../core/streamHash.js';
 
 /** One numbered schema step. Versions are 1, 2, 3, ... and never change once released. */
 export interface Migration {
@@ -74,6 +75,21 @@ export const STORE_MIGRATIONS: Migration[] = [
     version: 6,
     name: 'dead-letter redrive',
     up: addDeadLetterRedrive,
+  },
+  {
+    version: 7,
+    name: 'stream hash',
+    up: (db) => {
+      // The partition key of consumer groups: `streamHash(stream)` (32-bit FNV-1a), written by every
+      // append from now on and computed here for the events already stored.
+      db.function('idem_stream_hash', { deterministic: true }, (stream: unknown) =>
+        streamHash(String(stream)),
+      );
+      db.exec(`
+        ALTER TABLE idem_events ADD COLUMN stream_hash INTEGER;
+        UPDATE idem_events SET stream_hash = idem_stream_hash(stream);
+      `);
+    },
   },
 ];
 

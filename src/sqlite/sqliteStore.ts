@@ -40,7 +40,13 @@ import {
 import { SqliteSubscriptionState } from './subscriptionState.js';
 import { AppendBatcher } from './appendBatcher.js';
 import { SqliteSubjectKeys } from './subjectKeys.js';
-import { EVENT_COLUMNS, filterSql, tuplesToRecordedEvents, type EventTuple } from './eventRows.js';
+import {
+  EVENT_COLUMNS,
+  ensurePartitionIndex,
+  filterSql,
+  tuplesToRecordedEvents,
+  type EventTuple,
+} from './eventRows.js';
 import { runMigrations, schemaVersion, STORE_MIGRATIONS } from './migrations.js';
 import { openDatabase, retryWhileBusy } from './connection.js';
 import { eventCount, traceAppend } from '../core/tracing.js';
@@ -117,6 +123,7 @@ export class SqliteEventStore implements EventStore {
   private streamPageStmt: Database.Statement | undefined;
   private headStmt: Database.Statement | undefined;
   private closed = false;
+  private readonly busyTimeoutMs: number;
   /** Set only when upcasters are given, so that a read without them does nothing more per event. */
   readonly upcast: UpcastEvents | null;
   /** Set only with `encrypt`. */
@@ -144,6 +151,7 @@ export class SqliteEventStore implements EventStore {
     this.pageSize = validateLimit(options.readPageSize, 'readPageSize') ?? 500;
     this.upcast = compileUpcasters(options.upcasters);
     const busyTimeoutMs = options.busyTimeoutMs ?? 10_000;
+    this.busyTimeoutMs = busyTimeoutMs;
     const path = options.path;
     if (!create && (path === ':memory:' || !existsSync(path))) throw noStoreAt(path);
     this.db = openDatabase(path, {
@@ -278,6 +286,7 @@ export class SqliteEventStore implements EventStore {
     try {
       this.assertOpen();
       const q = this.countQueries.get(filterKey(filter), () => {
+        this.partitionIndex(filter);
         const sql = filterSql(filter);
         const stmt = this.db
           .prepare(
@@ -305,6 +314,7 @@ export class SqliteEventStore implements EventStore {
     maxBytes?: number,
   ): { events: RecordedEvent[]; cut: boolean } {
     const q = this.pageQueries.get(filterKey(filter), () => {
+      this.partitionIndex(filter);
       const sql = filterSql(filter);
       const stmt = this.db
         .prepare(
@@ -328,6 +338,13 @@ export class SqliteEventStore implements EventStore {
     );
     if (keep === rows.length) return { events: this.toEvents(rows), cut: false };
     return { events: this.toEvents(rows.slice(0, keep)), cut: true };
+  }
+
+  /** A partition filter's reads go through the index of its count: created here when missing. */
+  private partitionIndex(filter: EventFilter): void {
+    if (!filter.partition) return;
+    const count = filter.partition.count;
+    retryWhileBusy(() => ensurePartitionIndex(this.db, count), this.busyTimeoutMs);
   }
 
   async migrationStatus(): Promise<MigrationStatus> {

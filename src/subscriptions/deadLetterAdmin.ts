@@ -15,7 +15,9 @@ import {
   type DeadLetterSelector,
   type DeadLetterSkipOptions,
 } from '../core/subscription.js';
+import { streamPartition } from '../core/streamHash.js';
 import { normalizeUuid } from '../core/uuid.js';
+import { groupPartitions } from './groupRecords.js';
 import { boundedInt, validateConsumerName, validateLabel, validateStreamName } from '../core/validation.js';
 import type { DeadLetterRecord, DeadLetterStreamQuery, SubscriptionStateBackend } from './stateBackend.js';
 import { defaultActor } from './actor.js';
@@ -32,13 +34,20 @@ export class EngineDeadLetterAdmin implements DeadLetterAdmin {
     await this.existing(consumer);
     if (options.all !== undefined && typeof options.all !== 'boolean')
       throw new InvalidInputError('all', 'must be a boolean');
-    const rows = await this.backend.deadLetters(consumer, { all: options.all ?? false });
-    return rows.map(toDeadLetter);
+    const rows: DeadLetterRecord[] = [];
+    for (const record of await this.existing(consumer)) {
+      rows.push(...(await this.backend.deadLetters(record, { all: options.all ?? false })));
+    }
+    // A group's partitions each list theirs in position order: one list in position order.
+    rows.sort((a, b) => a.event.position - b.event.position);
+    return rows.map((r) => toDeadLetter(r, consumer));
   }
 
   async retry(consumer: string, selector: DeadLetterSelector): Promise<number> {
-    await this.existing(consumer);
-    const n = await this.backend.retry(consumer, checkSelector(selector));
+    const records = await this.existing(consumer);
+    const checked = checkSelector(selector);
+    let n = 0;
+    for (const record of selectPartition(records, checked)) n += await this.backend.retry(record, checked);
     if (n > 0) this.changed();
     return n;
   }
@@ -49,9 +58,11 @@ export class EngineDeadLetterAdmin implements DeadLetterAdmin {
     options: DeadLetterSkipOptions = {},
   ): Promise<number> {
     checkKnownKeys(options, DEAD_LETTER_SKIP_OPTION_KEYS, 'options');
-    await this.existing(consumer);
+    const records = await this.existing(consumer);
     const by = validateLabel(options.by ?? defaultActor(), 'by');
-    const n = await this.backend.skip(consumer, checkSelector(selector), by);
+    const checked = checkSelector(selector);
+    let n = 0;
+    for (const record of selectPartition(records, checked)) n += await this.backend.skip(record, checked, by);
     if (n > 0) this.changed();
     return n;
   }
@@ -59,43 +70,56 @@ export class EngineDeadLetterAdmin implements DeadLetterAdmin {
   async retryMany(consumer: string, options: DeadLetterBulkOptions = {}): Promise<DeadLetterBulkResult> {
     checkKnownKeys(options, DEAD_LETTER_BULK_OPTION_KEYS, 'options');
     const bulk = checkBulk(options);
-    await this.existing(consumer);
-    return this.many(consumer, bulk, 'parked', (streams) => this.backend.retry(consumer, { streams }));
+    const records = await this.existing(consumer);
+    return this.many(records, bulk, 'parked', (record, streams) => this.backend.retry(record, { streams }));
   }
 
   async skipMany(consumer: string, options: DeadLetterBulkSkipOptions = {}): Promise<DeadLetterBulkResult> {
     checkKnownKeys(options, DEAD_LETTER_BULK_SKIP_OPTION_KEYS, 'options');
     const bulk = checkBulk(options);
     const by = validateLabel(options.by ?? defaultActor(), 'by');
-    await this.existing(consumer);
-    return this.many(consumer, bulk, 'active', (streams) => this.backend.skip(consumer, { streams }, by));
+    const records = await this.existing(consumer);
+    return this.many(records, bulk, 'active', (record, streams) =>
+      this.backend.skip(record, { streams }, by),
+    );
   }
 
   /**
    * Pages through the matching streams in name order, `BULK_PAGE` at a time, acting on each page in
-   * one transaction: memory stays bounded by a page whatever the number of dead letters, and live
-   * owners start redelivering the first page while the next ones are marked.
+   * one transaction per record: memory stays bounded by a page whatever the number of dead letters,
+   * and live owners start redelivering the first page while the next ones are marked. A group's
+   * partitions (`records`, by index) each hold their own streams: a page is the first names of all
+   * of them together, so `after` and `last` mean the same for a group as for one consumer.
    */
   private async many(
-    consumer: string,
+    records: string[],
     bulk: CheckedBulk,
     statuses: DeadLetterStreamQuery['statuses'],
-    act: (streams: readonly string[]) => Promise<number>,
+    act: (record: string, streams: readonly string[]) => Promise<number>,
   ): Promise<DeadLetterBulkResult> {
     const result: DeadLetterBulkResult = { entities: 0, events: 0, last: null, done: false };
     let after = bulk.after;
-    const query = (limit: number): Promise<string[]> =>
-      this.backend.deadLetterStreams(consumer, {
-        statuses,
-        after,
-        limit,
-        ...(bulk.error === undefined ? {} : { error: bulk.error }),
-      });
+    const query = async (limit: number): Promise<string[]> => {
+      const names: string[] = [];
+      for (const record of records)
+        names.push(
+          ...(await this.backend.deadLetterStreams(record, {
+            statuses,
+            after,
+            limit,
+            ...(bulk.error === undefined ? {} : { error: bulk.error }),
+          })),
+        );
+      return records.length === 1 ? names : names.sort(compareNames).slice(0, limit);
+    };
     while (result.entities < bulk.limit) {
       const page = Math.min(BULK_PAGE, bulk.limit - result.entities);
       const streams = await query(page);
       if (streams.length > 0) {
-        result.events += await act(streams);
+        if (records.length === 1) result.events += await act(records[0]!, streams);
+        else
+          for (const [index, part] of byPartition(streams, records.length))
+            result.events += await act(records[index]!, part);
         result.entities += streams.length;
         result.last = after = streams[streams.length - 1]!;
         this.changed();
@@ -111,9 +135,13 @@ export class EngineDeadLetterAdmin implements DeadLetterAdmin {
     return result;
   }
 
-  private async existing(consumer: string): Promise<void> {
+  /** The records holding the consumer's dead letters: its own, or a group's partitions by index. */
+  private async existing(consumer: string): Promise<string[]> {
     validateConsumerName(consumer);
-    if (!(await this.backend.get(consumer))) throw new NotFoundError('consumer', consumer);
+    if (await this.backend.get(consumer)) return [consumer];
+    const parts = await groupPartitions(this.backend, consumer);
+    if (!parts) throw new NotFoundError('consumer', consumer);
+    return parts.map((p) => p.name);
   }
 }
 
@@ -147,6 +175,12 @@ function checkBulk(options: DeadLetterBulkOptions): CheckedBulk {
   };
 }
 
+/** Of a group's partition records, the one a stream's dead letters are in (all of them for an id). */
+function selectPartition(records: string[], selector: DeadLetterSelector): string[] {
+  if (records.length === 1 || !('stream' in selector)) return records;
+  return [records[streamPartition(selector.stream, records.length)]!];
+}
+
 function checkSelector(selector: unknown): DeadLetterSelector {
   if (selector === null || typeof selector !== 'object') {
     throw new InvalidInputError('selector', 'must be { stream } or { id }');
@@ -163,9 +197,9 @@ function checkSelector(selector: unknown): DeadLetterSelector {
   throw new InvalidInputError('selector', 'must be { stream } or { id }, not both');
 }
 
-function toDeadLetter(r: DeadLetterRecord): DeadLetter {
+function toDeadLetter(r: DeadLetterRecord, consumer: string): DeadLetter {
   return {
-    consumer: r.consumer,
+    consumer,
     event: r.event,
     reason: r.reason,
     error: r.error,
@@ -178,4 +212,21 @@ function toDeadLetter(r: DeadLetterRecord): DeadLetter {
     skippedBy: r.skippedBy,
     skippedAt: r.skippedAt,
   };
+}
+
+/** Name order as the stores sort stream names (by code unit, as SQLite's BINARY and PostgreSQL's "C"). */
+function compareNames(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+/** Streams grouped by their partition of `count`. */
+function byPartition(streams: readonly string[], count: number): Map<number, string[]> {
+  const out = new Map<number, string[]>();
+  for (const s of streams) {
+    const i = streamPartition(s, count);
+    const list = out.get(i);
+    if (list) list.push(s);
+    else out.set(i, [s]);
+  }
+  return out;
 }

@@ -231,8 +231,17 @@ export class DurableSubscription implements Subscription {
     });
   }
 
-  async close(): Promise<void> {
-    if (!this.active) return;
+  /** The release in progress: a second `close()` waits for it instead of returning before it is done. */
+  private closing: Promise<void> | null = null;
+
+  close(): Promise<void> {
+    if (this.closing) return this.closing;
+    if (!this.active) return Promise.resolve();
+    this.closing = this.release();
+    return this.closing;
+  }
+
+  private async release(): Promise<void> {
     this.closed = true;
     this.stopTimers();
     this.wake.notify();

@@ -5,7 +5,9 @@ import {
   InvalidInputError,
 } from '../core/errors.js';
 import type { ConsumerAdmin, DeadLetterAdmin, SubscribeOptions, Subscription } from '../core/subscription.js';
+import { partitionRecordName } from '../core/consumerGroups.js';
 import { EngineConsumerAdmin } from './consumerAdmin.js';
+import { checkGroupIdentity } from './groupRecords.js';
 import { EngineDeadLetterAdmin } from './deadLetterAdmin.js';
 import { DurableSubscription } from './durableSubscription.js';
 import type { SubscriptionStateBackend } from './stateBackend.js';
@@ -54,9 +56,13 @@ export class SubscriptionService {
   }
 
   async subscribe(consumer: string, options?: SubscribeOptions): Promise<Subscription> {
-    const o = resolveSubscribeOptions(consumer, options);
+    const resolved = resolveSubscribeOptions(consumer, options);
     this.assertOpen();
+    // A partition of a consumer group owns its own record (`<name>#<index>`): cursor, lease, epoch.
+    const record = await checkGroupIdentity(this.backend, resolved.consumer, resolved.filter);
+    const o = record === resolved.consumer ? resolved : { ...resolved, consumer: record };
     await this.register(o);
+    if (o.filter.partition) await this.registerPartitions(resolved.consumer, o);
     for (;;) {
       const generation = this.released.generation;
       const lease = await this.backend.acquire(o.consumer, o.owner, o.leaseTtlMs);
@@ -115,6 +121,20 @@ export class SubscriptionService {
     }
     const reg = await this.backend.register(o.consumer, o.filter, start);
     if (!reg.ok) throw new ConsumerIdentityConflictError(o.consumer, reg.existingFilter, o.filter);
+  }
+
+  /**
+   * Registers every partition of the group at the same start, so that the group's listing shows all
+   * of them (with their lag) from the first member on. Registering an existing one changes nothing.
+   */
+  private async registerPartitions(group: string, o: ResolvedSubscribeOptions): Promise<void> {
+    const count = o.filter.partition!.count;
+    const last = partitionRecordName(group, count - 1);
+    if (await this.backend.get(last)) return;
+    for (let index = 0; index < count; index++) {
+      const filter = { ...o.filter, partition: { count, index } };
+      await this.register({ ...o, consumer: partitionRecordName(group, index), filter });
+    }
   }
 
   private readonly ended = (sub: DurableSubscription): void => {

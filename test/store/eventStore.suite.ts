@@ -22,6 +22,7 @@ import { idempotencyTests } from './suite/idempotency.js';
 import { largeReadTests, type LargeReadOptions } from './suite/largeReads.js';
 import { nameTests } from './suite/names.js';
 import { migrationStatusTests } from './suite/migrationStatus.js';
+import { partitionTests } from './suite/partitions.js';
 import { readTests } from './suite/reads.js';
 import { unknownOptionTests } from './suite/unknownOptions.js';
 import { validationTests } from './suite/validation.js';
@@ -52,5 +53,6 @@ export function describeEventStore(
     commandTests(makeStore, options);
     historyTests(makeStore);
     upcastingTests(makeStore);
+    partitionTests(makeStore);
   });
 }

@@ -1,5 +1,6 @@
 import type { Scenario } from '../types.js';
 import { catchUp } from './catchUp.js';
+import { consumerGroup } from './consumerGroup.js';
 import { consumerPostgres } from './consumerPostgres.js';
 import { consumerSqlite } from './consumerSqlite.js';
 import { deliveryPostgres, deliverySqlite } from './delivery.js';
@@ -34,4 +35,5 @@ export const SCENARIOS: readonly Scenario[] = [
   idleSubscriptionsScenario,
   jetstream,
   testkitVerify,
+  consumerGroup,
 ];

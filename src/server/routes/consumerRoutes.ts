@@ -8,11 +8,15 @@ import type { RouteContext } from '../context.js';
 import {
   boolQuery,
   checkQueryKeys,
+  memberBodySchema,
   parseWith,
   pauseBodySchema,
   resetBodySchema,
   selectorBodySchema,
 } from '../schemas.js';
+
+/** A member heartbeat's TTL when the body gives none (the store's default lease TTL). */
+const DEFAULT_MEMBER_TTL_MS = 10_000;
 import type { Principal } from '../tokens.js';
 
 type NameParams = { Params: { name: string } };
@@ -91,6 +95,28 @@ export function registerConsumerRoutes(app: FastifyInstance, ctx: RouteContext):
     await store.consumers.resume(info.name);
     return store.consumers.get(info.name);
   });
+  // Consumer groups: a remote member's heartbeat (the members alive, sorted) and its leaving.
+  app.post<NameParams>('/v1/consumers/:name/members', { config: { scope: 'subscribe' } }, async (req) => {
+    const body = parseWith(memberBodySchema, req.body, '');
+    const name = validateConsumerName(req.params.name, 'name');
+    const members = await store.consumers.heartbeatMember!(
+      name,
+      body.member,
+      body.ttlMs ?? DEFAULT_MEMBER_TTL_MS,
+    );
+    return { consumer: name, members };
+  });
+
+  app.post<NameParams>(
+    '/v1/consumers/:name/members/leave',
+    { config: { scope: 'subscribe' } },
+    async (req) => {
+      const body = parseWith(memberBodySchema, req.body, '');
+      const name = validateConsumerName(req.params.name, 'name');
+      await store.consumers.leaveGroup!(name, body.member);
+      return { consumer: name, member: body.member, left: true };
+    },
+  );
 
   app.get<NameParams>('/v1/consumers/:name/dead-letters', { config: { scope: 'read' } }, async (req) => {
     const query = req.query as Record<string, unknown>;

@@ -1,4 +1,5 @@
 /** Append and read routes: `POST|GET /v1/streams/:stream/events` and `GET /v1/events`. */
+import { MAX_PARTITIONS } from '../../core/streamHash.js';
 import type { FastifyInstance } from 'fastify';
 import type { NewEvent, RecordedEvent } from '../../core/event.js';
 import type { AppendOptions, ReadStreamOptions } from '../../core/eventStore.js';
@@ -54,13 +55,27 @@ export function registerStreamRoutes(app: FastifyInstance, ctx: RouteContext): v
 
   app.get('/v1/events', { config: { scope: 'read' } }, async (req) => {
     const query = req.query as Record<string, unknown>;
-    checkQueryKeys(query, ['after', 'limit', 'types', 'categories', 'streamPrefixes']);
+    checkQueryKeys(query, [
+      'after',
+      'limit',
+      'types',
+      'categories',
+      'streamPrefixes',
+      'partitionCount',
+      'partitionIndex',
+    ]);
     const after = intQuery(query, 'after', 0) ?? 0;
     const limit = Math.min(intQuery(query, 'limit', 1) ?? limits.defaultReadLimit, limits.maxReadLimit);
     const raw: EventFilter = {};
     for (const key of ['types', 'categories', 'streamPrefixes'] as const) {
       const list = listQuery(query, key);
       if (list) raw[key] = list;
+    }
+    const partitionCount = intQuery(query, 'partitionCount', 1, MAX_PARTITIONS);
+    const partitionIndex = intQuery(query, 'partitionIndex', 0, MAX_PARTITIONS - 1);
+    if (partitionCount !== undefined || partitionIndex !== undefined) {
+      // normalizeFilter names the missing or out-of-range one.
+      raw.partition = { count: partitionCount ?? NaN, index: partitionIndex ?? NaN };
     }
     let filter = normalizeFilter(raw);
     const p = req.principal;
