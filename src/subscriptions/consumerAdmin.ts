@@ -216,12 +216,12 @@ export function groupConsumerInfo(name: string, infos: ConsumerInfo[]): Consumer
   const status: ConsumerStatus = infos.every((i) => i.status === 'paused')
     ? 'paused'
     : statuses.has('running')
-    ? 'running'
-    : statuses.has('idle')
-      ? 'idle'
-      : statuses.has('failed')
-        ? 'failed'
-        : 'stopped';
+      ? 'running'
+      : statuses.has('idle')
+        ? 'idle'
+        : statuses.has('failed')
+          ? 'failed'
+          : 'stopped';
   const failed = infos.find((i) => i.lastError !== null);
   const error = infos.find((i) => i.error !== undefined)?.error;
   const expiries = infos.map((i) => i.leaseExpiresAt).filter((t): t is string => t !== null);
