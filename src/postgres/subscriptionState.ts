@@ -370,9 +370,9 @@ export class PostgresSubscriptionState implements SubscriptionStateBackend {
         ? ''
         : ` AND (error->>'code' = $4 OR error->>'name' = $4 OR strpos(error->>'message', $4) > 0)`;
     const rows = await this.query<{ stream: string }>(
-      `SELECT DISTINCT stream FROM ${this.d}
+      `SELECT DISTINCT stream COLLATE "C" AS stream FROM ${this.d}
         WHERE consumer = $1 AND ${status} AND ($2::text IS NULL OR stream COLLATE "C" > $2::text)${match}
-        ORDER BY stream COLLATE "C" LIMIT $3`,
+        ORDER BY 1 LIMIT $3`,
       query.error === undefined
         ? [name, query.after, query.limit]
         : [name, query.after, query.limit, query.error],
