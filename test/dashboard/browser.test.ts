@@ -1,11 +1,11 @@
 // The dashboard in a real browser: Debian's Chromium, driven by playwright-core, against a real
 // `idem serve` child process over a SQLite store, with a remote consumer running in this process.
-// It writes a screenshot of each page to docs/dashboard/.
+// It writes a screenshot (PNG) of each page: to the test's temporary directory, or to the folder
+// IDEM_SCREENSHOTS_DIR names (`IDEM_SCREENSHOTS_DIR=docs/dashboard` refreshes the docs' pictures).
 import assert from 'node:assert/strict';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import type Database from 'better-sqlite3';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { connect } from '../../src/client/index.js';
@@ -16,7 +16,6 @@ import { startIdem, type LiveCli } from '../cli/cli.js';
 import { randomConsumer, randomStream, tempDir, until, type TempDir } from '../support/index.js';
 import { requireChromiumOrSkip } from '../support/services.js';
 
-const SHOTS = fileURLToPath(new URL('../../docs/dashboard/', import.meta.url));
 const ADMIN = 'adm-secret-0123';
 const READER = 'read-secret-4567';
 
@@ -29,6 +28,8 @@ describe('the dashboard in Chromium', { skip }, () => {
   let server: LiveCli;
   let url: string;
   let browser: Browser;
+  /** Where the screenshots go (see the top of the file). */
+  let shots = '';
   let remote: RemoteEventStore;
   let target: SqliteTarget;
   let consumer: Consumer;
@@ -77,7 +78,8 @@ describe('the dashboard in Chromium', { skip }, () => {
     await consumer.start();
     await consumer.whenCaughtUp();
     browser = await chromium.launch({ executablePath, args: ['--no-sandbox'] });
-    mkdirSync(SHOTS, { recursive: true });
+    shots = process.env.IDEM_SCREENSHOTS_DIR ?? dir.file('screenshots');
+    mkdirSync(shots, { recursive: true });
   });
 
   after(async () => {
@@ -102,8 +104,10 @@ describe('the dashboard in Chromium', { skip }, () => {
     return { page, urls };
   }
 
-  const shot = (page: Page, file: string, fullPage = false) =>
-    page.screenshot({ path: join(SHOTS, file), fullPage });
+  const shot = async (page: Page, file: string, fullPage = false): Promise<void> => {
+    await page.screenshot({ path: join(shots, file), fullPage });
+    assert.ok(statSync(join(shots, file)).size > 1000, `${file} is a picture`);
+  };
 
   it('lists consumers with status and lag, and draws the lag chart', async () => {
     const { page, urls } = await signedIn(ADMIN);
