@@ -61,7 +61,7 @@ function parseSeed(text: string): number {
 export function formatReport(r: VerifyReport): string[] {
   const d = r.derived;
   const from = d
-    ? ` derived from ${plural(d.used, 'sample')} with seed ${d.seed} (replay: --seed ${d.seed})`
+    ? ` derived from ${d.used < d.samples ? `${d.used} of ` : ''}${plural(d.samples, 'sample')} with seed ${d.seed} (replay: --seed ${d.seed})`
     : '';
   const lines = [
     `${r.consumer}: ${r.events} events${from} on ${r.backend}, ${(r.elapsedMs / 1000).toFixed(1)} s`,
