@@ -14,13 +14,14 @@ Prints a summary; exits 1 when a violation is found.
 
 With --consumer FILE it checks your consumer instead of a store: FILE (JS, or TypeScript when tsx
 is installed) exports consumer = (source, target, { version }) => createConsumer(...), read =
-(target, { version }) => JSON state, and events (or give --events FILE.jsonl, one
-{"stream","type","data"} per line), or samples: example events from which it derives a history
-(entities per sample stream, types the consumer's filter takes) with a seed it prints; --seed N
-replays a run. It runs the production checklist of the idempotent-consumer
-pattern (every event twice, a lost ack, a crash inside a batch, a rewind to 0, restarts, a late
-version, a poison event, a rebuild) on temporary SQLite files (or temporary schemas with
---postgres URL) and prints each statement: holds, or fails with the smallest failing input.
+(target, { version }) => JSON state, and either events (or give --events FILE.jsonl, one
+{"stream","type","data"} per line) or samples: example events from which it derives a history
+(several entities per sample stream, only the types the consumer's filter takes) from a seed it
+prints; --seed N derives the same history again. It runs the production checklist of the
+idempotent-consumer pattern (every event twice, a lost ack, a crash inside a batch, a rewind to 0,
+restarts, a late version, a poison event, a rebuild) on temporary SQLite files (or temporary
+schemas with --postgres URL) and prints each statement: holds, or fails with the smallest failing
+input.
 Exit 0 when every statement holds, 1 when one fails, 2 when FILE lacks an export.
 
 Examples:

@@ -1,4 +1,5 @@
 import type FastCheck from 'fast-check';
+import type { Consumer } from '../consumer/consumer.js';
 import { IdemError, InvalidInputError } from '../core/errors.js';
 import { matchesFilter, type EventFilter } from '../core/filter.js';
 import type { ConsumerTarget } from '../core/consumerTarget.js';
@@ -87,15 +88,20 @@ export async function consumerFilter<T extends ConsumerTarget<unknown>>(
       return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(real) : v;
     },
   });
+  let consumer: Consumer | undefined;
   try {
-    const consumer = subject.consumer(source, ws.target, { version: 1 });
-    try {
-      await consumer.start();
-    } catch (err) {
-      if (err !== refusal && seen === undefined) throw err;
-    }
-    await consumer.stop();
+    consumer = subject.consumer(source, ws.target, { version: 1 });
+    await consumer.start();
+  } catch (err) {
+    if (err !== refusal && seen === undefined)
+      throw new IdemError(
+        'invalid_input',
+        `the consumer fails to start, so its filter cannot be read: ${err instanceof Error ? err.message : String(err)}`,
+        {},
+        { cause: err },
+      );
   } finally {
+    await consumer?.stop();
     await ws.close();
   }
   return seen ?? {};

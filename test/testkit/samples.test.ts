@@ -161,5 +161,18 @@ describe('verifyConsumer with samples', () => {
       verifyConsumer<SqliteTarget>({ consumer: depositsOnly, read: readDeposits, samples: withdrawals }),
       /samples: must hold at least one event the consumer's filter matches \(filter \{"types":\["deposit.made"\]\}\)/,
     );
+    await assert.rejects(
+      verifyConsumer<SqliteTarget>({
+        consumer: () => {
+          throw new Error('no such table');
+        },
+        read,
+        samples: deposits,
+      }),
+      {
+        code: 'invalid_input',
+        message: /the consumer fails to start, so its filter cannot be read: no such table/,
+      },
+    );
   });
 });
