@@ -12,6 +12,8 @@ export interface ConsumerModule {
   consumer: ConsumerFactory<ConsumerTarget<unknown>>;
   read: StateReader<ConsumerTarget<unknown>>;
   events: TestEvent[] | (() => Iterable<TestEvent>) | undefined;
+  /** Example events the testkit derives a history from, when there are no events. */
+  samples: TestEvent[] | undefined;
   effects: EffectHandlers | undefined;
 }
 
@@ -71,8 +73,12 @@ export async function loadConsumerModule(
     missing.push('consumer (a function (source, target, { version }) => createConsumer(...))');
   if (typeof mod.read !== 'function') missing.push('read (a function (target, { version }) => JSON state)');
   const given = mod.events;
-  if (eventsFile === undefined && !Array.isArray(given) && typeof given !== 'function')
-    missing.push('events (an array of { stream, type, data }), or give --events FILE.jsonl');
+  const samples = mod.samples;
+  const hasEvents = eventsFile !== undefined || Array.isArray(given) || typeof given === 'function';
+  if (!hasEvents && !Array.isArray(samples))
+    missing.push(
+      'events (an array of { stream, type, data }) nor samples (example events to derive a history from), or give --events FILE.jsonl',
+    );
   if (missing.length > 0)
     throw new InvalidInputError('--consumer', `${file} does not export ${missing.join('; nor ')}`);
   const effects = mod.effects;
@@ -85,6 +91,7 @@ export async function loadConsumerModule(
     consumer: mod.consumer as ConsumerFactory<ConsumerTarget<unknown>>,
     read: mod.read as StateReader<ConsumerTarget<unknown>>,
     events: eventsFile !== undefined ? readEventsFile(eventsFile) : (given as ConsumerModule['events']),
+    samples: hasEvents ? undefined : (samples as TestEvent[]),
     effects: effects as EffectHandlers | undefined,
   };
 }

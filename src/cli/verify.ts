@@ -14,18 +14,22 @@ Prints a summary; exits 1 when a violation is found.
 
 With --consumer FILE it checks your consumer instead of a store: FILE (JS, or TypeScript when tsx
 is installed) exports consumer = (source, target, { version }) => createConsumer(...), read =
-(target, { version }) => JSON state, and events (or give --events FILE.jsonl, one
-{"stream","type","data"} per line). It runs the production checklist of the idempotent-consumer
-pattern (every event twice, a lost ack, a crash inside a batch, a rewind to 0, restarts, a late
-version, a poison event, a rebuild) on temporary SQLite files (or temporary schemas with
---postgres URL) and prints each statement: holds, or fails with the smallest failing input.
+(target, { version }) => JSON state, and either events (or give --events FILE.jsonl, one
+{"stream","type","data"} per line) or samples: example events from which it derives a history
+(several entities per sample stream, only the types the consumer's filter takes) from a seed it
+prints; --seed N derives the same history again. It runs the production checklist of the
+idempotent-consumer pattern (every event twice, a lost ack, a crash inside a batch, a rewind to 0,
+restarts, a late version, a poison event, a rebuild) on temporary SQLite files (or temporary
+schemas with --postgres URL) and prints each statement: holds, or fails with the smallest failing
+input.
 Exit 0 when every statement holds, 1 when one fails, 2 when FILE lacks an export.
 
 Examples:
   $ idem verify
   $ idem verify --postgres postgres://postgres@127.0.0.1/idem --json
   $ idem verify --consumer ./balances.js
-  $ idem verify --consumer ./balances.ts --events ./history.jsonl --json`;
+  $ idem verify --consumer ./balances.ts --events ./history.jsonl --json
+  $ idem verify --consumer ./balances.ts --seed 1234`;
 
 export function registerVerify(program: Command, ctx: CliContext): void {
   withStoreOptions(
@@ -35,11 +39,13 @@ export function registerVerify(program: Command, ctx: CliContext): void {
   )
     .option('--consumer <file>', 'check a consumer module against the checklist instead of a store')
     .option('--events <file.jsonl>', 'with --consumer: the history to feed, one event per line')
+    .option('--seed <n>', "with --consumer and a module's samples: the seed of the derived history")
     .addHelpText('after', HELP)
     .action(async (flags: StoreFlags & Partial<VerifyConsumerFlags>) => {
       if (flags.consumer !== undefined)
         return verifyConsumerCommand({ ...flags, consumer: flags.consumer }, ctx);
       if (flags.events !== undefined) throw new UsageError('--events needs --consumer');
+      if (flags.seed !== undefined) throw new UsageError('--seed needs --consumer');
       const out = new Output(ctx.io, flags.json === true);
       const { report, where } = await withStore(flags, ctx.env, async (store, target) => {
         const head = await store.headPosition();

@@ -1,4 +1,5 @@
 import type { ConsumerTarget } from '../core/consumerTarget.js';
+import { MAX_SEED } from '../testkit/derive.js';
 import { verifyConsumer, type VerifyReport } from '../testkit/index.js';
 import type { CliContext } from './context.js';
 import { loadConsumerModule } from './consumerModule.js';
@@ -9,6 +10,7 @@ import { UsageError } from './usageError.js';
 export interface VerifyConsumerFlags {
   consumer: string;
   events?: string;
+  seed?: string;
   postgres?: string;
   db?: string;
   url?: string;
@@ -25,6 +27,9 @@ export async function verifyConsumerCommand(flags: VerifyConsumerFlags, ctx: Cli
     );
   const out = new Output(ctx.io, flags.json === true);
   const mod = await loadConsumerModule(flags.consumer, flags.events);
+  const seed = flags.seed === undefined ? undefined : parseSeed(flags.seed);
+  if (seed !== undefined && !mod.samples)
+    throw new UsageError('--seed applies only to a module that exports samples (and no events, no --events)');
   const pg = flags.postgres
     ? (await import('./postgresVerifyBackend.js')).postgresVerifyBackend(flags.postgres)
     : null;
@@ -33,7 +38,8 @@ export async function verifyConsumerCommand(flags: VerifyConsumerFlags, ctx: Cli
     report = await verifyConsumer<ConsumerTarget<unknown>>({
       consumer: mod.consumer,
       read: mod.read,
-      events: mod.events ?? [],
+      ...(mod.samples ? { samples: mod.samples, ...(seed !== undefined ? { seed } : {}) } : {}),
+      ...(mod.events ? { events: mod.events } : {}),
       ...(mod.effects ? { effects: mod.effects } : {}),
       ...(pg ? { backend: pg } : {}),
     });
@@ -45,10 +51,20 @@ export async function verifyConsumerCommand(flags: VerifyConsumerFlags, ctx: Cli
   ctx.exitCode = report.ok ? EXIT.ok : EXIT.failure;
 }
 
+function parseSeed(text: string): number {
+  const n = /^\d{1,10}$/.test(text) ? Number(text) : NaN;
+  if (!(n <= MAX_SEED)) throw new UsageError(`--seed must be an integer from 0 to ${MAX_SEED}`);
+  return n;
+}
+
 /** The checklist as a table, then each failure with its smallest input and state difference. */
 export function formatReport(r: VerifyReport): string[] {
+  const d = r.derived;
+  const from = d
+    ? ` derived from ${d.used < d.samples ? `${d.used} of ` : ''}${plural(d.samples, 'sample')} with seed ${d.seed} (replay: --seed ${d.seed})`
+    : '';
   const lines = [
-    `${r.consumer}: ${r.events} events on ${r.backend}, ${(r.elapsedMs / 1000).toFixed(1)} s`,
+    `${r.consumer}: ${r.events} events${from} on ${r.backend}, ${(r.elapsedMs / 1000).toFixed(1)} s`,
     '',
     table(
       ['statement', 'verdict', 'scenario', 'smallest input'],

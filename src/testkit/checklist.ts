@@ -1,5 +1,6 @@
 import type { ScenarioId, StatementId } from './scenarios.js';
 import type { StateDifference } from './stateDiff.js';
+import type { Derivation } from './derive.js';
 import type { TestEvent } from './history.js';
 
 /** The production checklist of the idempotent-consumer pattern, in its order. */
@@ -47,6 +48,8 @@ export interface VerifyReport {
   consumer: string;
   backend: string;
   events: number;
+  /** Set when the history was derived from `samples`: its seed replays it (option `seed`, CLI `--seed`). */
+  derived?: Derivation;
   statements: StatementResult[];
   scenarios: ScenarioResult[];
   elapsedMs: number;

@@ -6,6 +6,7 @@ export type { Counterexample, ScenarioResult, StatementResult, VerifyReport } fr
 export type { StatementId, ScenarioId } from './scenarios.js';
 export type { StateDifference } from './stateDiff.js';
 export type { TestEvent } from './history.js';
+export type { Derivation } from './derive.js';
 export type { ConsumerFactory, Deployment, StateReader } from './subject.js';
 export { sqliteBackend } from './backend.js';
 export type { VerifyBackend, Workspace } from './backend.js';

@@ -12,6 +12,14 @@ import {
   type VerifyReport,
 } from './checklist.js';
 import { compareWithClean, dispatchFindings, lostFacts, measuredFindings, type Finding } from './checks.js';
+import {
+  checkSamples,
+  consumerFilter,
+  deriveHistory,
+  MAX_SEED,
+  randomSeed,
+  type Derivation,
+} from './derive.js';
 import { settleIds, type HistoryEvent, type TestEvent } from './history.js';
 import { poison } from './poisonScenario.js';
 import { rebuild } from './rebuildScenario.js';
@@ -25,8 +33,16 @@ export interface VerifyConsumerOptions<T extends ConsumerTarget<unknown> = Sqlit
   consumer: ConsumerFactory<T>;
   /** The consumer's output as JSON, read from the target (of `version`). */
   read: StateReader<T>;
-  /** The history to feed, in order (or a function returning it). At most 100,000 events. */
-  events: readonly TestEvent[] | (() => Iterable<TestEvent>);
+  /** The history to feed, in order (or a function returning it). At most 100,000 events. Give this or `samples`. */
+  events?: readonly TestEvent[] | (() => Iterable<TestEvent>);
+  /**
+   * Instead of `events`: examples of the events the consumer reads (at most 10,000). The testkit
+   * derives a history from those the consumer's filter matches, with fast-check: several entities
+   * per sample stream, versions in order per entity, types and data from the samples.
+   */
+  samples?: readonly TestEvent[];
+  /** With `samples`: the seed of the derived history (the report gives the one used, to replay a run). @default random */
+  seed?: number;
   /** Effect handlers the spy dispatcher calls after recording each call. @default record only */
   effects?: EffectHandlers;
   /** Where scenarios run. @default `sqliteBackend()` (temporary SQLite files) */
@@ -41,6 +57,8 @@ const OPTION_KEYS = {
   consumer: true,
   read: true,
   events: true,
+  samples: true,
+  seed: true,
   effects: true,
   backend: true,
   shrinkRuns: true,
@@ -63,7 +81,16 @@ export async function verifyConsumer<T extends ConsumerTarget<unknown> = SqliteT
   options: VerifyConsumerOptions<T>,
 ): Promise<VerifyReport> {
   const started = Date.now();
-  const { subject, history, shrinkRuns } = resolve(options);
+  const { subject, given, shrinkRuns } = resolve(options);
+  let derived: Derivation | undefined;
+  let history: HistoryEvent[];
+  if (given.kind === 'events') history = settleIds(given.events);
+  else {
+    const filter = await consumerFilter(subject);
+    const d = await deriveHistory(given.samples, filter, given.seed);
+    history = settleIds(d.events);
+    derived = d.derivation;
+  }
   const expected = await runClean(subject, history);
   const facts = factsOf(expected);
   const findings: Finding[] = [...lostFacts(expected), ...dispatchFindings('clean', expected.effects)];
@@ -110,6 +137,7 @@ export async function verifyConsumer<T extends ConsumerTarget<unknown> = SqliteT
     consumer: facts.name,
     backend: subject.backend.name,
     events: history.length,
+    ...(derived ? { derived } : {}),
     statements,
     scenarios,
     elapsedMs: Date.now() - started,
@@ -118,22 +146,13 @@ export async function verifyConsumer<T extends ConsumerTarget<unknown> = SqliteT
 
 function resolve<T extends ConsumerTarget<unknown>>(
   options: VerifyConsumerOptions<T>,
-): { subject: Subject<T>; history: HistoryEvent[]; shrinkRuns: number } {
+): { subject: Subject<T>; given: Given; shrinkRuns: number } {
   checkKnownKeys(options, OPTION_KEYS, 'options');
   if (typeof options.consumer !== 'function')
     throw new InvalidInputError('consumer', 'must be a function (source, target, deployment) => Consumer');
   if (typeof options.read !== 'function')
     throw new InvalidInputError('read', 'must be a function (target, deployment) => state');
-  const given = typeof options.events === 'function' ? [...options.events()] : options.events;
-  if (!Array.isArray(given))
-    throw new InvalidInputError('events', 'must be a list of events (or a function returning one)');
-  if (given.length === 0) throw new InvalidInputError('events', 'must hold at least one event');
-  if (given.length > MAX_EVENTS)
-    throw new InvalidInputError('events', `must hold at most ${MAX_EVENTS} events`);
-  given.forEach((e: TestEvent, i) => {
-    if (!e || typeof e.stream !== 'string' || typeof e.type !== 'string')
-      throw new InvalidInputError(`events[${i}]`, 'must have a string stream and type');
-  });
+  const given = history(options);
   const timeoutMs = options.timeoutMs ?? 60_000;
   if (!Number.isSafeInteger(timeoutMs) || timeoutMs < 1000 || timeoutMs > 600_000)
     throw new InvalidInputError('timeoutMs', 'must be an integer from 1000 to 600000');
@@ -143,9 +162,43 @@ function resolve<T extends ConsumerTarget<unknown>>(
   const backend = options.backend ?? (sqliteBackend() as unknown as VerifyBackend<T>);
   return {
     subject: { consumer: options.consumer, read: options.read, effects: options.effects, backend, timeoutMs },
-    history: settleIds(given),
+    given,
     shrinkRuns,
   };
+}
+
+/** The history as given (`events`), or what to derive it from (`samples`, `seed`). */
+type Given =
+  | { kind: 'events'; events: readonly TestEvent[] }
+  | { kind: 'samples'; samples: readonly TestEvent[]; seed: number };
+
+function history<T extends ConsumerTarget<unknown>>(options: VerifyConsumerOptions<T>): Given {
+  if (options.events === undefined && options.samples === undefined)
+    throw new InvalidInputError(
+      'events',
+      'is missing, and so is samples: give events (the history to feed) or samples (example events the testkit derives a history from)',
+    );
+  if (options.events !== undefined && options.samples !== undefined)
+    throw new InvalidInputError('samples', 'must not be given with events: give one of the two');
+  if (options.samples !== undefined) {
+    const seed = options.seed ?? randomSeed();
+    if (!Number.isSafeInteger(seed) || seed < 0 || seed > MAX_SEED)
+      throw new InvalidInputError('seed', `must be an integer from 0 to ${MAX_SEED}`);
+    return { kind: 'samples', samples: checkSamples(options.samples), seed };
+  }
+  if (options.seed !== undefined)
+    throw new InvalidInputError('seed', 'only applies with samples (events are fed as given)');
+  const events = typeof options.events === 'function' ? [...options.events()] : options.events;
+  if (!Array.isArray(events))
+    throw new InvalidInputError('events', 'must be a list of events (or a function returning one)');
+  if (events.length === 0) throw new InvalidInputError('events', 'must hold at least one event');
+  if (events.length > MAX_EVENTS)
+    throw new InvalidInputError('events', `must hold at most ${MAX_EVENTS} events`);
+  events.forEach((e: TestEvent, i) => {
+    if (!e || typeof e.stream !== 'string' || typeof e.type !== 'string')
+      throw new InvalidInputError(`events[${i}]`, 'must have a string stream and type');
+  });
+  return { kind: 'events', events };
 }
 
 async function runClean<T extends ConsumerTarget<unknown>>(

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
+import { resolve } from 'node:path';
 import { describe, it } from 'node:test';
 import type { VerifyReport } from '../../src/testkit/index.js';
 import { tempDir } from '../support/index.js';
@@ -60,6 +61,53 @@ describe('idem verify --consumer', () => {
     }
   });
 
+  it('derives the history from a module exporting only samples, prints the seed, and replays it with --seed', async () => {
+    const dir = tempDir();
+    try {
+      const mod = dir.file('samples.mts');
+      const example = JSON.stringify(resolve('examples/testkit/mutableKeyBroken.ts'));
+      writeFileSync(
+        mod,
+        [
+          `export { consumer, read } from ${example};`,
+          'export const samples = [',
+          "  { stream: 'account-1', type: 'deposit.made', data: { amount: 5, reference: 'rent' } },",
+          "  { stream: 'account-2', type: 'deposit.made', data: { amount: 3, reference: 'rent' } },",
+          '];',
+          '',
+        ].join('\n'),
+      );
+      const first = await idem(['verify', '--consumer', mod, '--json']);
+      assert.equal(first.code, 1, first.stderr + first.stdout);
+      const report = json<VerifyReport>(first);
+      const seed = report.derived!.seed;
+      assert.deepEqual(report.derived, { seed, samples: 2, used: 2, filter: {} });
+      const keys = report.statements.find((s) => s.id === 'stable-keys')!;
+      assert.equal(keys.verdict, 'fails');
+      assert.equal(keys.failure!.events.length, 2);
+      const replay = await idem(['verify', '--consumer', mod, '--seed', String(seed)]);
+      assert.equal(replay.code, 1, replay.stderr);
+      assert.match(
+        replay.stdout,
+        new RegExp(
+          `^balances_v1: ${report.events} events derived from 2 samples with seed ${seed} \\(replay: --seed ${seed}\\) on sqlite`,
+        ),
+      );
+      assert.match(
+        replay.stdout,
+        /\nEvery effect has a stable deduplication key +FAILS +clean +2 of \d+ events\n/,
+      );
+      const bad = await idem(['verify', '--consumer', mod, '--seed', 'x1']);
+      assert.equal(bad.code, 2);
+      assert.match(bad.stderr, /--seed must be an integer from 0 to 2147483647/);
+      const withEvents = await idem(['verify', '--consumer', CORRECT, '--seed', '3']);
+      assert.equal(withEvents.code, 2);
+      assert.match(withEvents.stderr, /--seed applies only to a module that exports samples/);
+    } finally {
+      await dir.cleanup();
+    }
+  });
+
   it('exits 2 and says what a module lacks; refuses a bad --events line', async () => {
     const dir = tempDir();
     try {
@@ -69,7 +117,7 @@ describe('idem verify --consumer', () => {
       assert.equal(r.code, 2);
       assert.match(
         r.stderr,
-        /half\.mjs does not export read \(a function \(target, \{ version \}\) => JSON state\); nor events/,
+        /half\.mjs does not export read \(a function \(target, \{ version \}\) => JSON state\); nor events \(.*\) nor samples \(example events to derive a history from\), or give --events FILE\.jsonl/,
       );
       const bad = dir.file('bad.jsonl');
       writeFileSync(bad, '{"stream":"a","type":"t","data":1}\nnot json\n');
