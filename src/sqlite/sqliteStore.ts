@@ -391,11 +391,11 @@ export class SqliteEventStore implements EventStore {
   }
 
   /** The shred log after `afterSeq` (see `EventStore.shreds`). */
-  shreds(afterSeq: number, limit?: number): Promise<ShredRecord[]> {
+  async shreds(afterSeq: number, limit?: number): Promise<ShredRecord[]> {
     this.assertOpen();
     const r = validateShredsRange(afterSeq, limit);
     const log = (this.shredLog ??= new SqliteShredLog(this.db));
-    return Promise.resolve(log.after(r.after, r.limit));
+    return log.after(r.after, r.limit);
   }
 
   async headPosition(): Promise<number> {
