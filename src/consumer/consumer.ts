@@ -544,8 +544,9 @@ class ConsumerRuntime<Tx> implements Consumer {
       position: this.progress.position,
       epoch: this.epoch,
     };
-    if (this.lastError) {
-      const e = this.lastError;
+    // A failing shred follow (its source or `onShred`) shows here until a follow succeeds.
+    const e = this.lastError ?? this.shreds.lastError;
+    if (e) {
       s.lastError = { name: e.name, message: e.message, ...(isIdemError(e) ? { code: e.code } : {}) };
     }
     if (life.kind === 'paused') s.pause = { ...life.pause };
