@@ -1,3 +1,4 @@
+import { isIdemError } from '../core/errors.js';
 import type { ShredRecord } from '../core/eventStore.js';
 import { streamPartition } from '../core/streamHash.js';
 import { parseVersionedName } from '../core/versionedName.js';
@@ -17,6 +18,8 @@ const SHRED_PAGE = 100;
 export class ShredFollower<Tx> {
   private lastPollMs = 0;
   private running: Promise<void> | null = null;
+  /** The source refused the log (a remote token limited to some streams): not asked again. */
+  private refused = false;
   /** The last failure (source unreachable, `onShred` threw); the next poll tries again. */
   lastError: Error | null = null;
   private readonly version: number | null;
@@ -29,7 +32,7 @@ export class ShredFollower<Tx> {
   /** The source keeps a shred log and the target can forget entities. */
   get enabled(): boolean {
     const t = this.o.target;
-    return typeof this.o.source.shreds === 'function' && typeof t.shredCursor === 'function';
+    return !this.refused && typeof this.o.source.shreds === 'function' && typeof t.shredCursor === 'function';
   }
 
   /** Resolves once no follow is running. */
@@ -47,7 +50,8 @@ export class ShredFollower<Tx> {
         this.lastError = null;
       },
       (err: unknown) => {
-        this.lastError = err instanceof Error ? err : new Error(String(err));
+        if (isIdemError(err, 'forbidden')) this.refused = true;
+        else this.lastError = err instanceof Error ? err : new Error(String(err));
       },
     );
     void this.running.finally(() => (this.running = null));
