@@ -8,9 +8,10 @@ import {
   type EventStore,
   type ReadAllOptions,
   type ReadStreamOptions,
+  type ShredRecord,
   type ShredResult,
 } from '../core/eventStore.js';
-import { validateSubject } from '../core/encryption.js';
+import { validateShredsRange, validateSubject } from '../core/encryption.js';
 import { checkKnownKeys } from '../core/knownKeys.js';
 import { appendExpectation } from '../core/expectedVersion.js';
 import { normalizeFilter, type EventFilter } from '../core/filter.js';
@@ -156,6 +157,17 @@ export class RemoteEventStore implements EventStore {
     return this.http.request<ShredResult>('POST', `/v1/subjects/${encodeURIComponent(subject)}/shred`, {
       retry: true,
     });
+  }
+
+  /** `GET /v1/shreds` (read scope, a token not limited to some streams): the server's shred log. */
+  async shreds(afterSeq: number, limit?: number): Promise<ShredRecord[]> {
+    this.assertOpen();
+    const r = validateShredsRange(afterSeq, limit);
+    const page = await this.http.request<{ shreds: ShredRecord[] }>('GET', '/v1/shreds', {
+      query: { after: r.after, limit: r.limit },
+      retry: true,
+    });
+    return page.shreds;
   }
 
   async headPosition(): Promise<number> {

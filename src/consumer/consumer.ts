@@ -23,6 +23,7 @@ import {
 } from './options.js';
 import { processBatch, type BatchOutcome } from './processBatch.js';
 import { LedgerPruner } from './ledgerPruner.js';
+import { SHRED_POLL_MS, ShredFollower } from './shredFollower.js';
 
 export type { ConsumerRuntimeStatus, ConsumerState } from './lifecycle.js';
 
@@ -75,6 +76,9 @@ class ConsumerRuntime<Tx> implements Consumer {
   private readonly o: ResolvedOptions<Tx>;
   private readonly m: ConsumerMetrics;
   private readonly pruner: LedgerPruner<Tx>;
+  private readonly shreds: ShredFollower<Tx>;
+  /** Follows the shred log while the consumer owns its subscription and no batch runs. */
+  private shredTimer: NodeJS.Timeout | null = null;
   private life: Lifecycle = { kind: 'created' };
   private progress: ConsumerProgress = { position: 0, head: 0, lagSeconds: 0 };
   private caughtUpAt = -1;
@@ -98,6 +102,7 @@ class ConsumerRuntime<Tx> implements Consumer {
     this.o = options;
     this.m = new ConsumerMetrics(this.o.name, this.o.metrics);
     this.pruner = new LedgerPruner(this.o, this.o.ledger);
+    this.shreds = new ShredFollower(this.o);
   }
 
   get name(): string {
@@ -173,12 +178,28 @@ class ConsumerRuntime<Tx> implements Consumer {
       throw err;
     }
     this.epoch = sub.epoch;
+    this.followShreds();
     // A new subscription says again whether the consumer is paused.
     this.m.paused(false);
     this.enter({ kind: 'catching_up', run });
     this.setProgress(Math.max(this.progress.position, sub.startPosition), this.progress.head);
     this.report(run);
     return sub;
+  }
+
+  /** Once the consumer owns its subscription: follows the shred log now and every `SHRED_POLL_MS`. */
+  private followShreds(): void {
+    if (!this.shreds.enabled) return;
+    void this.shreds.poll(true);
+    this.shredTimer ??= setInterval(() => {
+      if (this.batchInFlight === null && !this.ending) void this.shreds.poll();
+    }, SHRED_POLL_MS);
+    this.shredTimer.unref();
+  }
+
+  private stopFollowingShreds(): void {
+    if (this.shredTimer) clearInterval(this.shredTimer);
+    this.shredTimer = null;
   }
 
   private async run(run: Run, first: Subscription): Promise<void> {
@@ -245,6 +266,8 @@ class ConsumerRuntime<Tx> implements Consumer {
       }
       const events = this.withHeld(work.events);
       if (events.length === 0) continue;
+      // A shred being followed finishes first: its transactions and a batch's never interleave.
+      await this.shreds.idle();
       const batch = this.runBatch(sub, events, work.redelivery);
       this.batchInFlight = batch;
       try {
@@ -265,6 +288,7 @@ class ConsumerRuntime<Tx> implements Consumer {
         this.batchInFlight = null;
       }
       this.failures = 0;
+      await this.shreds.poll();
       if (this.held.length === 0 && this.withheld.caughtUp >= 0) {
         this.caughtUp(run, this.withheld.caughtUp);
         this.withheld.caughtUp = -1;
@@ -469,9 +493,11 @@ class ConsumerRuntime<Tx> implements Consumer {
     const run = stopping.run;
     if (this.reportTimer) clearTimeout(this.reportTimer);
     this.reportTimer = null;
+    this.stopFollowingShreds();
     await this.o.effects?.stop();
     run.wakeUp.abort();
     if (this.batchInFlight) await this.batchInFlight.catch(() => undefined);
+    await this.shreds.idle();
     run.subscribeAbort.abort();
     await this.closeQuietly(run.sub);
     await run.started.catch(() => undefined);
@@ -493,6 +519,7 @@ class ConsumerRuntime<Tx> implements Consumer {
   private finish(kind: 'stopped' | 'failed', error: Error | null, event: RecordedEvent | null): void {
     const life = this.life;
     if (error) this.lastError = error;
+    this.stopFollowingShreds();
     if (life.kind === 'stopping') {
       if (kind === 'failed' && error) life.failed = { error, event };
     } else {
@@ -517,8 +544,9 @@ class ConsumerRuntime<Tx> implements Consumer {
       position: this.progress.position,
       epoch: this.epoch,
     };
-    if (this.lastError) {
-      const e = this.lastError;
+    // A failing shred follow (its source or `onShred`) shows here until a follow succeeds.
+    const e = this.lastError ?? this.shreds.lastError;
+    if (e) {
       s.lastError = { name: e.name, message: e.message, ...(isIdemError(e) ? { code: e.code } : {}) };
     }
     if (life.kind === 'paused') s.pause = { ...life.pause };

@@ -18,6 +18,7 @@ export type {
   Handler,
   HandlerContext,
   HandlerOption,
+  ShredContext,
 } from './options.js';
 export type { CustomKeyGuard, Guard } from './guards.js';
 export type { ConsumerMetricsSnapshot, LatencySummary } from './metrics.js';

@@ -71,6 +71,20 @@ export interface BaseHandlerContext<Tx> {
   readonly tableSuffix: string;
 }
 
+/** What `onShred` gets besides the stream. */
+export interface ShredContext<Tx> {
+  /** The target's open transaction, as `ctx.tx` of handlers. */
+  readonly tx: Tx;
+  /** The consumer's name. */
+  readonly consumer: string;
+  /** The subject whose key was deleted. */
+  readonly subject: string;
+  /** The consumer's version from its name (`billing_v3` -> 3), or null for an unversioned name. */
+  readonly version: number | null;
+  /** What a versioned projection appends to its table names: `_v3` for `billing_v3`, '' without a version. */
+  readonly tableSuffix: string;
+}
+
 /** What a handler gets besides the event. */
 export interface HandlerContext<Tx> extends BaseHandlerContext<Tx> {
   /** True when the event was read from the store to fill a version gap (entity-version guard). */
@@ -281,6 +295,13 @@ export interface ConsumerBaseOptions<Tx> {
    * own cursor, lease, epoch and target checkpoint. Part of the identity. See docs/consumer-groups.md.
    */
   partitions?: number;
+  /**
+   * Crypto-shredding: called for each stream in which `store.shred(subject)` erased events, in a
+   * target transaction that also deletes the stream's entity version and ledger rows, so that the
+   * projection can delete the subject's rows. Runs between batches, within about a second of the
+   * shred while the consumer runs (or when it starts). See docs/data-lifecycle.md.
+   */
+  onShred?: (stream: string, ctx: ShredContext<Tx>) => void | Promise<void>;
 }
 
 /**
@@ -321,6 +342,7 @@ export const CONSUMER_OPTION_KEYS = {
   upcasters: true,
   ledger: true,
   partitions: true,
+  onShred: true,
 } as const satisfies KnownKeys<
   ConsumerBaseOptions<unknown> & { filter?: unknown; handle?: unknown; handleBatch?: unknown }
 >;
@@ -362,6 +384,8 @@ export interface ResolvedOptions<Tx> {
   effects: ConsumerEffects<Tx> | null;
   /** The ledger retention policy; null keeps every row. */
   ledger: ResolvedRetain | null;
+  /** Called for each shredded stream the consumer owns; null forgets only the runtime's rows. */
+  onShred: ((stream: string, ctx: ShredContext<Tx>) => void | Promise<void>) | null;
 }
 
 function intOption(value: unknown, field: string, min: number, fallback: number): number {
@@ -554,7 +578,14 @@ export function resolveOptions<Tx, M extends EventMap>(options: ConsumerOptions<
     },
     effects: resolveConsumerEffects(name, target, source, options.effects),
     ledger: resolveLedger(options.ledger, target),
+    onShred: resolveOnShred(options.onShred),
   };
+}
+
+function resolveOnShred<Tx>(value: unknown): ResolvedOptions<Tx>['onShred'] {
+  if (value === undefined) return null;
+  if (typeof value !== 'function') throw new InvalidInputError('onShred', 'must be a function (stream, ctx)');
+  return value as ResolvedOptions<Tx>['onShred'];
 }
 
 function resolveLedger<Tx>(

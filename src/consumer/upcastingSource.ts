@@ -13,6 +13,7 @@ export function upcastingSource(source: ConsumerSource, upcast: UpcastEvents): C
   const readStream = source.readStream?.bind(source);
   const readAll = source.readAll?.bind(source);
   const metrics = source.metrics?.bind(source);
+  const shreds = source.shreds?.bind(source);
   return {
     headPosition: () => source.headPosition(),
     subscribe: async (consumer: string, options?: SubscribeOptions) =>
@@ -23,6 +24,7 @@ export function upcastingSource(source: ConsumerSource, upcast: UpcastEvents): C
     }),
     ...(readAll && { readAll: (options?: ReadAllOptions) => upcastEach(readAll(options), upcast) }),
     ...(metrics && { metrics }),
+    ...(shreds && { shreds }),
   };
 }
 

@@ -1,5 +1,5 @@
 import type { RecordedEvent } from './event.js';
-import type { EventStore, ReadAllOptions, ReadStreamOptions } from './eventStore.js';
+import type { EventStore, ReadAllOptions, ReadStreamOptions, ShredRecord } from './eventStore.js';
 import type { SubscribeOptions, Subscription } from './subscription.js';
 
 /**
@@ -13,6 +13,7 @@ import type { SubscribeOptions, Subscription } from './subscription.js';
  *   below its target checkpoint.
  * - `readStream` reads an entity's versions to fill a version gap. A source without it cannot fill
  *   gaps: `gaps: 'recover'` then stops at a gap as `gaps: 'fail'` does.
+ * - `shreds` lists the streams whose subjects were shredded: the runtime forgets those entities.
  * - `readAll` finds the last matching event up to a head for `whenCaughtUp` under a filter. A source
  *   without it reports `caught_up` markers at or past its head instead.
  */
@@ -22,6 +23,8 @@ export interface ConsumerSource {
   headPosition(): Promise<number>;
   readStream?(stream: string, options?: ReadStreamOptions): AsyncIterable<RecordedEvent>;
   readAll?(options?: ReadAllOptions): AsyncIterable<RecordedEvent>;
+  /** The store's shred log (see `EventStore.shreds`): the runtime follows it to call `onShred`. */
+  shreds?(afterSeq: number, limit?: number): Promise<ShredRecord[]>;
   /** Source-specific gauges and counters shown under `source` in `consumer.metrics()`. */
   metrics?(): SourceMetrics;
 }

@@ -55,6 +55,13 @@ export interface TargetTransaction<Tx> {
    * an additive metric that cannot double on redelivery or replay. Returns whether it was counted.
    */
   addOnce(counter: string, member: string, amount: number): Promise<boolean>;
+  /**
+   * Crypto-shredding: forgets the consumer's entity `stream`, whose events' data was erased: deletes
+   * its entity version and the ledger rows of the events at `positions`.
+   */
+  forgetEntity?(consumer: string, stream: string, positions: readonly number[]): Promise<void>;
+  /** Moves the consumer's shred cursor (the last shred log entry handled) to `seq`, never backwards. */
+  setShredCursor?(consumer: string, seq: number): Promise<void>;
 }
 
 /** What `pruneLedger` may delete. */
@@ -92,6 +99,8 @@ export interface ConsumerTarget<Tx> {
   pruneLedger?(consumer: string, options?: PruneLedgerOptions): Promise<PruneLedgerResult>;
   /** The consumer's pruned horizon: its ledger rows at or below it may be gone (0 when never pruned). */
   ledgerHorizon?(consumer: string): Promise<number>;
+  /** The last shred log entry the consumer handled (0 when none). See `TargetTransaction.setShredCursor`. */
+  shredCursor?(consumer: string): Promise<number>;
   /** The value of an `addOnce` counter (0 when unknown). */
   counterValue(counter: string): Promise<number>;
   /** Closes what the target opened itself (not a database or pool that was handed to it). Safe to call twice. */

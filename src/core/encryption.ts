@@ -14,6 +14,8 @@ import { InvalidInputError } from './errors.js';
 import type { NewEvent, RecordedEvent } from './event.js';
 import type { JsonObject, JsonValue } from './json.js';
 import { checkKnownKeys, type KnownKeys } from './knownKeys.js';
+import { MAX_SHREDS_LIMIT } from './limits.js';
+import { validateLimit, validatePosition } from './validation.js';
 
 /** Where subject keys live: the store's own key table by default, or your key service. */
 export interface KeyProvider {
@@ -55,6 +57,14 @@ export function validateSubject(value: unknown, field: string): string {
   if (typeof value !== 'string' || value.length === 0 || value.length > MAX_SUBJECT_LENGTH)
     throw new InvalidInputError(field, `must be a string of 1-${MAX_SUBJECT_LENGTH} characters`);
   return value;
+}
+
+/** The arguments of `store.shreds(afterSeq, limit)` checked, with the default limit filled in. */
+export function validateShredsRange(afterSeq: unknown, limit: unknown): { after: number; limit: number } {
+  const after = validatePosition(afterSeq, 'after');
+  const n = validateLimit(limit) ?? MAX_SHREDS_LIMIT;
+  if (n > MAX_SHREDS_LIMIT) throw new InvalidInputError('limit', `must be at most ${MAX_SHREDS_LIMIT}`);
+  return { after, limit: n };
 }
 
 /** The options checked; `keys` falls back to the store's own table (`own`). */

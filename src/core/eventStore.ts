@@ -52,6 +52,16 @@ export interface ShredResult {
   shredded: boolean;
 }
 
+/** One entry of the shred log: `shred(subject)` found events of `subject` in `stream`. */
+export interface ShredRecord {
+  /** The log's own sequence number, from 1. */
+  seq: number;
+  subject: string;
+  stream: string;
+  /** When the shred ran (ISO 8601). */
+  shreddedAt: string;
+}
+
 /**
  * The event store port: the same contract for the in-memory, SQLite, PostgreSQL and remote stores.
  * Reads are async iterables that fetch in pages, so a large result is never held in memory whole.
@@ -82,6 +92,12 @@ export interface EventStore {
    * false when the subject had no key. Absent on stores without a key table.
    */
   shred?(subject: string): Promise<ShredResult>;
+  /**
+   * The shred log after `afterSeq`, oldest first, at most `limit` (1-1000, default 1000) entries: one
+   * per stream in which a `shred` found events of its subject. Consumers follow it to forget those
+   * entities (`onShred`). Absent on stores without a key table.
+   */
+  shreds?(afterSeq: number, limit?: number): Promise<ShredRecord[]>;
   /** Releases leases and closes connections/files. Safe to call twice. */
   close(): Promise<void>;
 }

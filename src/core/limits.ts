@@ -23,6 +23,9 @@ export const MAX_TYPE_LENGTH = 256;
 /** Longest consumer name, in characters. Consumer names are `[A-Za-z0-9_.:-]`. */
 export const MAX_CONSUMER_NAME_LENGTH = 128;
 
+/** Most shred log entries one `shreds` call returns. */
+export const MAX_SHREDS_LIMIT = 1000;
+
 /** Most entries in each list of a filter (`types`, `categories`, `streamPrefixes`). */
 export const MAX_FILTER_ENTRIES = 256;
 

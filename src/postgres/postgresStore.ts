@@ -6,6 +6,7 @@ import {
   type EventStore,
   type ReadAllOptions,
   type ReadStreamOptions,
+  type ShredRecord,
   type ShredResult,
 } from '../core/eventStore.js';
 import { checkKnownKeys, type KnownKeys } from '../core/knownKeys.js';
@@ -18,13 +19,20 @@ import { readPages, tablePage } from '../core/readPages.js';
 import { boundedPage, parseHistoryBound } from '../core/history.js';
 import { compileUpcasters, type UpcastEvents, type Upcasters } from '../core/upcasters.js';
 import {
+  validateShredsRange,
   validateSubject,
   resolveEncryptOptions,
   type EncryptOptions,
   type EventCipher,
   type KeyProvider,
 } from '../core/encryption.js';
-import { PostgresSubjectKeys, SUBJECT_KEYS_MIGRATION } from './subjectKeys.js';
+import {
+  PostgresSubjectKeys,
+  SHRED_LOG_MIGRATION,
+  shredInStore,
+  shredsAfter,
+  SUBJECT_KEYS_MIGRATION,
+} from './subjectKeys.js';
 import { QueryCache } from '../core/queryCache.js';
 import type { ConsumerAdmin, DeadLetterAdmin, SubscribeOptions, Subscription } from '../core/subscription.js';
 import { countWithinBytes } from '../core/pageBytes.js';
@@ -431,8 +439,23 @@ export class PostgresEventStore implements EventStore {
    */
   async shred(subject: string): Promise<ShredResult> {
     this.assertOpen();
-    const keys = this.cipher?.keys ?? new PostgresSubjectKeys(this.pool, this.s, this.retry);
-    return { subject, shredded: await keys.delete(validateSubject(subject, 'subject')) };
+    const s = validateSubject(subject, 'subject');
+    const keys = this.cipher?.keys;
+    if (keys !== undefined && !(keys instanceof PostgresSubjectKeys)) {
+      // Your key provider: its deletion cannot share the store's transaction, so the log follows it
+      // (a shred repeated after a crash in between records the streams then).
+      const shredded = await keys.delete(s);
+      await shredInStore(this.pool, this.s, s, false, this.retry);
+      return { subject, shredded };
+    }
+    return { subject, shredded: await shredInStore(this.pool, this.s, s, true, this.retry) };
+  }
+
+  /** The shred log after `afterSeq` (see `EventStore.shreds`). */
+  async shreds(afterSeq: number, limit?: number): Promise<ShredRecord[]> {
+    this.assertOpen();
+    const r = validateShredsRange(afterSeq, limit);
+    return shredsAfter(this.pool, this.s, r.after, r.limit, this.retry);
   }
 
   async headPosition(): Promise<number> {
@@ -503,11 +526,12 @@ export class PostgresEventStore implements EventStore {
   }
 }
 
-/** Every schema step of the store: events (1, 3), consumer state (2), ledger horizons (4), subject keys (5). */
+/** Every schema step of the store: events (1, 3), consumer state (2), ledger horizons (4), subject keys (6), shred log (10). */
 export const STORE_MIGRATIONS: readonly PostgresMigration[] = [
   ...EVENT_STORE_MIGRATIONS,
   ...SUBSCRIPTION_MIGRATIONS,
   SUBJECT_KEYS_MIGRATION,
+  SHRED_LOG_MIGRATION,
 ];
 
 /** A key provider never called: stands in for the store's own while `encrypt` is checked. */

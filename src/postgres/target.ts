@@ -36,6 +36,9 @@ class TargetSql {
   readonly lockHorizon: string;
   readonly prunePoint: string;
   readonly prune: string;
+  readonly forget: string;
+  readonly shredCursor: string;
+  readonly setShredCursor: string;
 
   constructor(readonly schema: string) {
     const s = quoteSchema(schema);
@@ -82,6 +85,12 @@ class TargetSql {
     this.prune = `WITH gone AS (DELETE FROM ${s}.target_ledger WHERE consumer = $1 AND position <= $2 RETURNING 1)
       UPDATE ${s}.target_checkpoints SET ledger_horizon = GREATEST(ledger_horizon, $2)
       WHERE consumer = $1 RETURNING (SELECT count(*)::int FROM gone) AS deleted`;
+    // The ledger rows are found by a scan of the consumer's rows (keyed by guard key): shreds are rare.
+    this.forget = `WITH v AS (DELETE FROM ${s}.target_entity_versions WHERE consumer = $1 AND stream = $2)
+      DELETE FROM ${s}.target_ledger WHERE consumer = $1 AND position = ANY($3::bigint[])`;
+    this.shredCursor = `SELECT seq::float8 AS seq FROM ${s}.target_shred_cursors WHERE consumer = $1`;
+    this.setShredCursor = `INSERT INTO ${s}.target_shred_cursors (consumer, seq) VALUES ($1, $2)
+      ON CONFLICT (consumer) DO UPDATE SET seq = GREATEST(${s}.target_shred_cursors.seq, excluded.seq)`;
   }
 
   /** A named statement, prepared once per connection by `pg`. */
@@ -107,7 +116,10 @@ type StatementName =
   | 'horizon'
   | 'lockHorizon'
   | 'prunePoint'
-  | 'prune';
+  | 'prune'
+  | 'forget'
+  | 'shredCursor'
+  | 'setShredCursor';
 
 /**
  * A prepared statement's name, unique per schema. PostgreSQL cuts names at 63 bytes, so a long
@@ -176,6 +188,14 @@ class PostgresTargetTransaction implements TargetTransaction<PoolClient> {
   async addOnce(counter: string, member: string, amount: number): Promise<boolean> {
     const r = await this.tx.query(this.sql.q('addOnce', [counter, member, amount]));
     return r.rowCount === 1;
+  }
+
+  async forgetEntity(consumer: string, stream: string, positions: readonly number[]): Promise<void> {
+    await this.tx.query(this.sql.q('forget', [consumer, stream, positions]));
+  }
+
+  async setShredCursor(consumer: string, seq: number): Promise<void> {
+    await this.tx.query(this.sql.q('setShredCursor', [consumer, seq]));
   }
 }
 
@@ -248,7 +268,7 @@ export class PostgresTarget implements ConsumerTarget<PoolClient> {
   }
 
   private async read<R extends object>(
-    name: 'readCheckpoint' | 'ledgerSize' | 'counter' | 'horizon',
+    name: 'readCheckpoint' | 'ledgerSize' | 'counter' | 'horizon' | 'shredCursor',
     values: unknown[],
   ): Promise<R | undefined> {
     await this.migrate();
@@ -285,6 +305,10 @@ export class PostgresTarget implements ConsumerTarget<PoolClient> {
 
   async ledgerHorizon(consumer: string): Promise<number> {
     return (await this.read<{ horizon: number }>('horizon', [consumer]))?.horizon ?? 0;
+  }
+
+  async shredCursor(consumer: string): Promise<number> {
+    return (await this.read<{ seq: number }>('shredCursor', [consumer]))?.seq ?? 0;
   }
 
   async counterValue(counter: string): Promise<number> {

@@ -66,6 +66,17 @@ export const TARGET_MIGRATIONS: TargetMigration[] = [
     name: 'pruned ledger horizon',
     sql: (s) => `ALTER TABLE ${s}.target_checkpoints ADD COLUMN ledger_horizon bigint NOT NULL DEFAULT 0;`,
   },
+  {
+    version: 5,
+    name: 'shred cursors',
+    // The last entry of the store's shred log each consumer handled (crypto-shredding: `onShred`).
+    sql: (s) => `
+      CREATE TABLE ${s}.target_shred_cursors (
+        consumer text   PRIMARY KEY,
+        seq      bigint NOT NULL
+      );
+    `,
+  },
 ];
 
 /**

@@ -91,6 +91,22 @@ export const STORE_MIGRATIONS: Migration[] = [
       `);
     },
   },
+  {
+    version: 8,
+    name: 'shred log',
+    // One row per stream in which `shred(subject)` found the subject's events, written with the key's
+    // deletion: consumers follow it to forget those entities in their targets.
+    up: (db) => {
+      db.exec(`
+        CREATE TABLE idem_shreds (
+          seq         INTEGER PRIMARY KEY,
+          subject     TEXT    NOT NULL,
+          stream      TEXT    NOT NULL,
+          shredded_at TEXT    NOT NULL
+        );
+      `);
+    },
+  },
 ];
 
 /**

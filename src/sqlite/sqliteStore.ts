@@ -8,6 +8,7 @@ import {
   type EventStore,
   type ReadAllOptions,
   type ReadStreamOptions,
+  type ShredRecord,
   type ShredResult,
 } from '../core/eventStore.js';
 import { checkKnownKeys, type KnownKeys } from '../core/knownKeys.js';
@@ -22,6 +23,7 @@ import { boundedPage, parseHistoryBound } from '../core/history.js';
 import { compileUpcasters, type UpcastEvents, type Upcasters } from '../core/upcasters.js';
 import {
   resolveEncryptOptions,
+  validateShredsRange,
   validateSubject,
   type EncryptOptions,
   type EventCipher,
@@ -39,7 +41,7 @@ import {
 } from '../subscriptions/subscriptionSource.js';
 import { SqliteSubscriptionState } from './subscriptionState.js';
 import { AppendBatcher } from './appendBatcher.js';
-import { SqliteSubjectKeys } from './subjectKeys.js';
+import { SqliteShredLog, SqliteSubjectKeys } from './subjectKeys.js';
 import {
   EVENT_COLUMNS,
   ensurePartitionIndex,
@@ -128,6 +130,7 @@ export class SqliteEventStore implements EventStore {
   readonly upcast: UpcastEvents | null;
   /** Set only with `encrypt`. */
   private readonly cipher: EventCipher | null;
+  private shredLog: SqliteShredLog | null = null;
 
   private readonly subscriptions: SubscriptionService;
   readonly consumers: ConsumerAdmin;
@@ -374,8 +377,25 @@ export class SqliteEventStore implements EventStore {
    */
   async shred(subject: string): Promise<ShredResult> {
     this.assertOpen();
-    const keys = this.cipher?.keys ?? new SqliteSubjectKeys(this.db, (fn) => this.batcher.enqueueWrite(fn));
-    return { subject, shredded: await keys.delete(validateSubject(subject, 'subject')) };
+    const s = validateSubject(subject, 'subject');
+    const log = (this.shredLog ??= new SqliteShredLog(this.db));
+    const keys = this.cipher?.keys;
+    if (keys !== undefined && !(keys instanceof SqliteSubjectKeys)) {
+      // Your key provider: its deletion cannot share the store's transaction, so the log follows it
+      // (a shred repeated after a crash in between records the streams then).
+      const shredded = await keys.delete(s);
+      await this.batcher.enqueueWrite(() => log.record(s));
+      return { subject, shredded };
+    }
+    return { subject, shredded: await this.batcher.enqueueWrite(() => log.deleteKeyAndRecord(s)) };
+  }
+
+  /** The shred log after `afterSeq` (see `EventStore.shreds`). */
+  async shreds(afterSeq: number, limit?: number): Promise<ShredRecord[]> {
+    this.assertOpen();
+    const r = validateShredsRange(afterSeq, limit);
+    const log = (this.shredLog ??= new SqliteShredLog(this.db));
+    return log.after(r.after, r.limit);
   }
 
   async headPosition(): Promise<number> {

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type Database from 'better-sqlite3';
-import type { KeyProvider } from '../core/encryption.js';
+import { ENVELOPE, type KeyProvider } from '../core/encryption.js';
+import type { ShredRecord } from '../core/eventStore.js';
 
 /**
  * The embedded store's own subject keys (table `idem_subject_keys`, store migration 4), in the
@@ -42,5 +43,48 @@ export class SqliteSubjectKeys implements KeyProvider {
     return this.write(
       () => this.db.prepare('DELETE FROM idem_subject_keys WHERE subject = ?').run(subject).changes > 0,
     );
+  }
+}
+
+/**
+ * The shred log (table `idem_shreds`): one row per stream in which `shred(subject)` found events
+ * sealed with the subject's key. The streams are found by a scan of the events' stored envelopes
+ * (a shred is rare; the scan reads the whole log once). Writes run inside the store's group commit.
+ */
+export class SqliteShredLog {
+  private readonly streams: Database.Statement;
+  private readonly insert: Database.Statement;
+  private readonly deleteKey: Database.Statement;
+  private readonly page: Database.Statement;
+
+  constructor(db: Database.Database) {
+    this.streams = db
+      .prepare(
+        `SELECT DISTINCT stream FROM idem_events
+         WHERE json_extract(data, '$."${ENVELOPE}".subject') = ? ORDER BY stream`,
+      )
+      .pluck();
+    this.insert = db.prepare('INSERT INTO idem_shreds (subject, stream, shredded_at) VALUES (?, ?, ?)');
+    this.deleteKey = db.prepare('DELETE FROM idem_subject_keys WHERE subject = ?');
+    this.page = db.prepare(
+      'SELECT seq, subject, stream, shredded_at AS shreddedAt FROM idem_shreds WHERE seq > ? ORDER BY seq LIMIT ?',
+    );
+  }
+
+  /** Inside a write: records the subject's streams. */
+  record(subject: string): void {
+    const at = new Date().toISOString();
+    for (const stream of this.streams.all(subject) as string[]) this.insert.run(subject, stream, at);
+  }
+
+  /** Inside a write: deletes the subject's key from the store's own table and records its streams. */
+  deleteKeyAndRecord(subject: string): boolean {
+    const deleted = this.deleteKey.run(subject).changes > 0;
+    this.record(subject);
+    return deleted;
+  }
+
+  after(afterSeq: number, limit: number): ShredRecord[] {
+    return this.page.all(afterSeq, limit) as ShredRecord[];
   }
 }

@@ -52,6 +52,10 @@ class TargetStatements {
   readonly prunePoint: Statement;
   readonly prune: Statement;
   readonly setHorizon: Statement;
+  readonly forgetVersion: Statement;
+  readonly forgetLedger: Statement;
+  readonly shredCursor: Statement;
+  readonly setShredCursor: Statement;
   private readonly consumerId: Statement;
   private readonly insertConsumer: Statement;
 
@@ -111,6 +115,16 @@ class TargetStatements {
     this.prune = db.prepare('DELETE FROM idem_ledger WHERE consumer_id = ? AND position <= ?');
     this.setHorizon = db.prepare(
       'UPDATE idem_checkpoints SET ledger_horizon = max(ledger_horizon, ?) WHERE consumer = ?',
+    );
+    this.forgetVersion = db.prepare('DELETE FROM idem_entity_versions WHERE consumer = ? AND stream = ?');
+    // A scan of the consumer's ledger rows (keyed by guard key, not position): shreds are rare.
+    this.forgetLedger = db.prepare(
+      'DELETE FROM idem_ledger WHERE consumer_id = ? AND position IN (SELECT value FROM json_each(?))',
+    );
+    this.shredCursor = db.prepare('SELECT seq FROM idem_shred_cursors WHERE consumer = ?').pluck();
+    this.setShredCursor = db.prepare(
+      `INSERT INTO idem_shred_cursors (consumer, seq) VALUES (?, ?)
+       ON CONFLICT (consumer) DO UPDATE SET seq = max(seq, excluded.seq)`,
     );
     this.consumerId = db.prepare('SELECT id FROM idem_target_consumers WHERE consumer = ?').pluck();
     this.insertConsumer = db.prepare('INSERT INTO idem_target_consumers (consumer) VALUES (?)');
@@ -221,6 +235,18 @@ class SqliteTargetTransaction implements TargetTransaction<Database.Database> {
     if (this.s.addMember.run(counter, member, amount).changes === 0) return Promise.resolve(false);
     this.s.addToCounter.run(counter, amount);
     return Promise.resolve(true);
+  }
+
+  forgetEntity(consumer: string, stream: string, positions: readonly number[]): Promise<void> {
+    this.s.forgetVersion.run(consumer, stream);
+    const id = this.s.existingId(consumer);
+    if (id !== undefined && positions.length > 0) this.s.forgetLedger.run(id, JSON.stringify(positions));
+    return Promise.resolve();
+  }
+
+  setShredCursor(consumer: string, seq: number): Promise<void> {
+    this.s.setShredCursor.run(consumer, seq);
+    return Promise.resolve();
   }
 }
 
@@ -342,6 +368,12 @@ export class SqliteTarget implements ConsumerTarget<Database.Database> {
       const row = this.ready().horizon.get(consumer) as { horizon: number } | undefined;
       return Promise.resolve(row?.horizon ?? 0);
     });
+  }
+
+  shredCursor(consumer: string): Promise<number> {
+    return this.serial(() =>
+      Promise.resolve((this.ready().shredCursor.get(consumer) as number | undefined) ?? 0),
+    );
   }
 
   counterValue(counter: string): Promise<number> {

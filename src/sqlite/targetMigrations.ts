@@ -84,4 +84,17 @@ export const TARGET_MIGRATIONS: Migration[] = [
       db.exec('ALTER TABLE idem_checkpoints ADD COLUMN ledger_horizon INTEGER NOT NULL DEFAULT 0');
     },
   },
+  {
+    version: 5,
+    name: 'shred cursors',
+    // The last entry of the store's shred log each consumer handled (crypto-shredding: `onShred`).
+    up: (db) => {
+      db.exec(`
+        CREATE TABLE idem_shred_cursors (
+          consumer TEXT    PRIMARY KEY,
+          seq      INTEGER NOT NULL
+        ) WITHOUT ROWID;
+      `);
+    },
+  },
 ];

@@ -50,3 +50,26 @@ it('POST /v1/subjects/:subject/shred refuses a token limited to some streams, an
     await fixture.cleanup();
   }
 });
+
+it('GET /v1/shreds refuses a token limited to some streams and a limit above 1000', async () => {
+  const fixture = await startTestServer({
+    encrypt: { subject: () => null },
+    tokens: [
+      { name: 'reader', token: 'reader-token-0123456789', scopes: ['read'] },
+      { name: 'billing', token: 'billing-token-012345', scopes: ['read'], streamPrefixes: ['invoice-'] },
+    ],
+  });
+  try {
+    const get = (query: string, token: string) =>
+      fetch(`${fixture.url}/v1/shreds${query}`, { headers: { authorization: `Bearer ${token}` } });
+    const ok = await get('?after=0&limit=10', 'reader-token-0123456789');
+    assert.equal(ok.status, 200);
+    assert.deepEqual(await ok.json(), { shreds: [] });
+    assert.equal((await get('', 'billing-token-012345')).status, 403);
+    const big = await get('?limit=1001', 'reader-token-0123456789');
+    assert.equal(big.status, 400);
+    assert.match(((await big.json()) as { error: { message: string } }).error.message, /^limit/);
+  } finally {
+    await fixture.cleanup();
+  }
+});

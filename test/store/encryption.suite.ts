@@ -8,7 +8,11 @@ import type { EncryptOptions } from '../../src/core/encryption.js';
 import { isIdemError } from '../../src/core/errors.js';
 import type { RecordedEvent } from '../../src/core/event.js';
 import type { EventStore } from '../../src/core/eventStore.js';
-import { randomConsumer, randomStream } from '../support/names.js';
+import { createConsumer } from '../../src/consumer/consumer.js';
+import { sqliteTarget } from '../../src/sqlite/target.js';
+import { randomCategory, randomConsumer, randomStream, randomSuffix } from '../support/names.js';
+import { tempDir } from '../support/tempDir.js';
+import { until } from '../support/until.js';
 
 export interface ShreddingStore extends EventStore {
   shred(subject: string): Promise<{ subject: string; shredded: boolean }>;
@@ -161,6 +165,90 @@ export function describeEncryption(
         );
         assert.equal((await all(store.readStream(s))).length, 1);
       } finally {
+        await fx.cleanup();
+      }
+    });
+
+    it('a consumer forgets a shredded subject: onShred deletes its rows, entity version and ledger rows go', async () => {
+      const fx = await make(bySubject);
+      const dir = tempDir();
+      const target = sqliteTarget(dir.file('target.db'));
+      const { store } = fx;
+      const cat = randomCategory('profile');
+      const [gone, kept] = [`${cat}-gone`, `${cat}-kept`];
+      const [subject, other] = [`c-${randomSuffix()}`, `c-${randomSuffix()}`];
+      const name = randomConsumer('profiles');
+      target.db.exec('CREATE TABLE profiles (stream TEXT PRIMARY KEY, email TEXT, moves INTEGER)');
+      const shredded: string[] = [];
+      const consumer = createConsumer({
+        name,
+        source: store,
+        target,
+        filter: { categories: [cat] },
+        guard: ['event-id', 'entity-version'],
+        handle: (e, ctx) => {
+          const d = e.data as { email?: string } | null;
+          ctx.tx
+            .prepare(
+              `INSERT INTO profiles (stream, email, moves) VALUES (?, ?, 0)
+               ON CONFLICT (stream) DO UPDATE SET moves = moves + 1`,
+            )
+            .run(e.stream, d?.email ?? null);
+        },
+        onShred: (stream, ctx) => {
+          assert.equal(ctx.subject, subject);
+          shredded.push(stream);
+          ctx.tx.prepare('DELETE FROM profiles WHERE stream = ?').run(stream);
+        },
+      });
+      try {
+        await store.append(gone, [
+          { type: 'registered', data: { email: 'gone@example.com' }, metadata: { customer: subject } },
+          { type: 'moved', data: { city: 'Lyon' }, metadata: { customer: subject } },
+        ]);
+        await store.append(kept, [
+          { type: 'registered', data: { email: 'kept@example.com' }, metadata: { customer: other } },
+        ]);
+        await consumer.start();
+        await consumer.whenCaughtUp();
+        const rows = () => target.db.prepare('SELECT stream FROM profiles ORDER BY stream').pluck().all();
+        const versions = () =>
+          target.db
+            .prepare('SELECT stream FROM idem_entity_versions WHERE consumer = ? ORDER BY stream')
+            .pluck()
+            .all(name);
+        assert.deepEqual(rows(), [gone, kept]);
+        assert.deepEqual(versions(), [gone, kept]);
+        assert.equal(await target.ledgerSize(name), 3);
+
+        assert.deepEqual(await store.shred(subject), { subject, shredded: true });
+        const log = (await store.shreds!(0)).filter((r) => r.subject === subject);
+        assert.deepEqual(
+          log.map((r) => r.stream),
+          [gone],
+        );
+        await until(async () => (await target.shredCursor(name)) >= log[0]!.seq, {
+          message: 'the consumer to follow the shred',
+        });
+        assert.deepEqual(shredded, [gone]);
+        assert.deepEqual(rows(), [kept]);
+        assert.deepEqual(versions(), [kept]);
+        assert.equal(await target.ledgerSize(name), 1);
+        assert.deepEqual(
+          (await all(store.readStream(gone))).map((e) => [e.version, e.data, e.metadata['shredded']]),
+          [
+            [1, null, true],
+            [2, null, true],
+          ],
+        );
+        // The log is read in pages after a sequence number, and a bad range names its field.
+        assert.deepEqual(await store.shreds!(log[0]!.seq, 1), (await store.shreds!(log[0]!.seq)).slice(0, 1));
+        await assert.rejects(store.shreds!(0, 1001), (err: unknown) => isIdemError(err, 'invalid_input'));
+        await assert.rejects(store.shreds!(-1), (err: unknown) => isIdemError(err, 'invalid_input'));
+      } finally {
+        await consumer.stop();
+        await target.close();
+        await dir.cleanup();
         await fx.cleanup();
       }
     });

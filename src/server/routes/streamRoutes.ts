@@ -1,5 +1,6 @@
 /** Append and read routes: `POST|GET /v1/streams/:stream/events` and `GET /v1/events`. */
 import { MAX_PARTITIONS } from '../../core/streamHash.js';
+import { MAX_SHREDS_LIMIT } from '../../core/limits.js';
 import type { FastifyInstance } from 'fastify';
 import type { NewEvent, RecordedEvent } from '../../core/event.js';
 import type { AppendOptions, ReadStreamOptions } from '../../core/eventStore.js';
@@ -109,4 +110,20 @@ export function registerStreamRoutes(app: FastifyInstance, ctx: RouteContext): v
       return store.shred(subject);
     },
   );
+
+  // The shred log, for consumers that forget shredded entities. Its rows name subjects and streams
+  // anywhere in the store, so a token limited to some streams may not read it.
+  app.get('/v1/shreds', { config: { scope: 'read' } }, async (req) => {
+    const query = req.query as Record<string, unknown>;
+    checkQueryKeys(query, ['after', 'limit']);
+    const after = intQuery(query, 'after', 0) ?? 0;
+    const limit = intQuery(query, 'limit', 1, MAX_SHREDS_LIMIT) ?? MAX_SHREDS_LIMIT;
+    if (req.principal.streamPrefixes !== null) {
+      throw new IdemError(
+        'forbidden',
+        `token "${req.principal.name}" is limited to some streams; the shred log names streams anywhere`,
+      );
+    }
+    return { shreds: store.shreds ? await store.shreds(after, limit) : [] };
+  });
 }

@@ -131,6 +131,41 @@ export function describeTarget<Tx>(label: string, make: MakeTargetFixture<Tx>): 
         assert.equal(await other.ledgerSize(c), 1);
       }));
 
+    it("forgetEntity deletes one stream's entity version and ledger rows; the shred cursor never moves back", () =>
+      withHarness(make, async (h) => {
+        const t0 = h.fx.target;
+        await t0.migrate();
+        const [a, b] = [randomStream('invoice'), randomStream('invoice')];
+        await t0.transaction(async (t) => {
+          await t.checkpoint(h.name);
+          await t.record(h.name, {
+            entries: [
+              { key: 'a1', position: 1 },
+              { key: 'b2', position: 2 },
+              { key: 'a3', position: 3 },
+            ],
+            versions: new Map([
+              [a, 2],
+              [b, 1],
+            ]),
+            position: 3,
+            epoch: 1,
+          });
+        });
+        assert.equal(await t0.shredCursor!(h.name), 0);
+        await t0.transaction(async (t) => {
+          await t.forgetEntity!(h.name, a, [1, 3]);
+          await t.setShredCursor!(h.name, 7);
+        });
+        await t0.transaction(async (t) => {
+          assert.deepEqual(await t.entityVersions(h.name, [a, b]), new Map([[b, 1]]));
+          assert.deepEqual(await t.processedKeys(h.name, ['a1', 'b2', 'a3']), new Set(['b2']));
+          await t.setShredCursor!(h.name, 5);
+        });
+        assert.equal(await t0.shredCursor!(h.name), 7);
+        assert.equal(await t0.shredCursor!(`${h.name}_other`), 0);
+      }));
+
     it('addOnce adds a member once, in the transaction', () =>
       withHarness(make, async (h) => {
         const counter = `c_${h.table}`;
