@@ -66,6 +66,13 @@ export const TARGET_MIGRATIONS: TargetMigration[] = [
     name: 'pruned ledger horizon',
     sql: (s) => `ALTER TABLE ${s}.target_checkpoints ADD COLUMN ledger_horizon bigint NOT NULL DEFAULT 0;`,
   },
+  {
+    // The W3C traceparent of the event (or handler span) that wrote the effect, so that its dispatch
+    // is a span of the same trace. Null for rows written before, or without tracing.
+    version: 5,
+    name: 'effect trace context',
+    sql: (s) => `ALTER TABLE ${s}.target_effects ADD COLUMN traceparent text;`,
+  },
 ];
 
 /**

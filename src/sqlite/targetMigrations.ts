@@ -84,4 +84,13 @@ export const TARGET_MIGRATIONS: Migration[] = [
       db.exec('ALTER TABLE idem_checkpoints ADD COLUMN ledger_horizon INTEGER NOT NULL DEFAULT 0');
     },
   },
+  {
+    version: 5,
+    name: 'effect trace context',
+    // The W3C traceparent of the event (or handler span) that wrote the effect, so that its dispatch
+    // is a span of the same trace. Null for rows written before, or without tracing.
+    up: (db) => {
+      db.exec('ALTER TABLE idem_effects ADD COLUMN traceparent TEXT');
+    },
+  },
 ];
