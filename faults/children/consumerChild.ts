@@ -125,6 +125,7 @@ const hookedSource: EventStore = {
       },
       park: (position, info) => sub.park(position, info),
       fail: (info) => sub.fail(info),
+      outage: (active) => sub.outage(active),
       close: () => sub.close(),
     };
     return hooked;

@@ -20,6 +20,7 @@ import {
   type ResolvedOptions,
 } from './options.js';
 import { processBatch, type BatchOutcome } from './processBatch.js';
+import { OutageDetector } from './outageDetector.js';
 
 export type { ConsumerRuntimeStatus, ConsumerState } from './lifecycle.js';
 
@@ -78,10 +79,13 @@ class ConsumerRuntime<Tx> implements Consumer {
   private failures = 0;
   private lastHeadCheck = 0;
   private waiters = new Set<Waiter>();
+  /** Tells an outage from poison, when `onError.outage` is on. */
+  private readonly detector: OutageDetector | null;
 
   constructor(options: ResolvedOptions<Tx>) {
     this.o = options;
     this.m = new ConsumerMetrics(this.o.name, this.o.metrics);
+    this.detector = options.onError.outage ? new OutageDetector(options.onError.outage) : null;
   }
 
   get name(): string {
@@ -207,10 +211,11 @@ class ConsumerRuntime<Tx> implements Consumer {
         continue;
       }
       if (work.events.length === 0) continue;
-      const batch = this.runBatch(sub, work.events, work.redelivery);
+      const batch = this.handleEvents(run, sub, work.events, work.redelivery);
       this.batchInFlight = batch;
       try {
         const outcome = await batch;
+        if (outcome === 'ended') return 'ended';
         if (outcome.stop) {
           await sub.fail({
             error: {
@@ -231,14 +236,82 @@ class ConsumerRuntime<Tx> implements Consumer {
     }
   }
 
+  /** Runs a delivered batch; when its failures make an outage, rides the outage out and goes on after it. */
+  private async handleEvents(
+    run: Run,
+    sub: Subscription,
+    events: RecordedEvent[],
+    redelivery: boolean,
+  ): Promise<BatchOutcome | 'ended'> {
+    let rest = events;
+    for (;;) {
+      const outcome = await this.runBatch(sub, rest, redelivery);
+      if (!outcome.outage) return outcome;
+      rest = rest.slice(rest.indexOf(outcome.outage.event));
+      if (!(await this.rideOutage(run, sub, rest[0]!, redelivery, outcome.outage.error))) return 'ended';
+      rest = rest.slice(1);
+      if (rest.length === 0) return outcome;
+    }
+  }
+
+  /**
+   * An outage: shows `paused` (reason `outage`, stored too), then probes with the event it stopped
+   * at, alone, once per probe delay, until it is handled. Then the entities dead-lettered in the
+   * failure streak before the outage was recognised are retried (they were its victims, not poison),
+   * and processing goes on. False when the consumer stops meanwhile.
+   */
+  private async rideOutage(
+    run: Run,
+    sub: Subscription,
+    event: RecordedEvent,
+    redelivery: boolean,
+    error: Error,
+  ): Promise<boolean> {
+    const detector = this.detector!;
+    const life = this.life;
+    const was = life.kind === 'paused' ? life.was : this.caughtUpAt >= 0 ? 'live' : 'catching_up';
+    this.lastError = error;
+    this.enter({
+      kind: 'paused',
+      run,
+      pause: { reason: 'outage', since: new Date().toISOString(), by: null },
+      was,
+    });
+    this.m.paused(true);
+    await sub.outage(true);
+    const probe: ResolvedOptions<Tx> = {
+      ...this.o,
+      onError: { ...this.o.onError, attempts: 1, then: 'stop', outage: null },
+    };
+    for (let n = 1; ; n++) {
+      await sleep(detector.probeDelay(n), run.wakeUp.signal);
+      if (this.ending) return false;
+      const outcome = await this.runBatch(sub, [event], redelivery, probe);
+      if (!outcome.stop) break;
+      this.lastError = outcome.stop.error;
+    }
+    await sub.outage(false);
+    for (const stream of detector.parked) await this.o.source.deadLetters.retry(this.o.name, { stream });
+    detector.succeeded();
+    this.enter({ kind: was, run });
+    this.m.paused(false);
+    return true;
+  }
+
   private async runBatch(
     sub: Subscription,
     events: RecordedEvent[],
     redelivery: boolean,
+    options: ResolvedOptions<Tx> = this.o,
   ): Promise<BatchOutcome> {
     this.m.add('delivered', events.length);
     const outcome = await processBatch(
-      { options: this.o, epoch: sub.epoch, park: (position, info) => sub.park(position, info) },
+      {
+        options,
+        epoch: sub.epoch,
+        park: (position, info) => sub.park(position, info),
+        outage: options === this.o ? this.detector : null,
+      },
       events,
       redelivery,
     );

@@ -12,6 +12,8 @@ export interface BatchOutcome {
   ackPosition: number | null;
   /** Set when the consumer must stop at this event (cursor stays before it). */
   stop: { error: Error; event: RecordedEvent } | null;
+  /** Set when failures make an outage at this event (not dead-lettered; cursor stays before it). */
+  outage: { error: Error; event: RecordedEvent } | null;
   tally: BatchTally;
 }
 
@@ -71,7 +73,7 @@ export async function processBatch<Tx>(
     else tally = outcome.tally;
     if (outcome.ackPosition !== null) ackPosition = outcome.ackPosition;
     const retry = outcome.retry;
-    if (!retry) return { ackPosition, stop: outcome.stop, tally };
+    if (!retry) return { ackPosition, stop: outcome.stop, outage: outcome.outage, tally };
     await sleep(retry.delayMs);
     const tried = new Map(rest.tried ?? []);
     tried.set(retry.position, { attempts: retry.attempts, error: retry.error, waited: true });

@@ -70,6 +70,14 @@ export interface FailRequest {
   req: RequestId;
 }
 
+/** The owner holds back because of an outage (`active: true`), or no longer. Answered by `ok`. */
+export interface OutageRequest {
+  type: 'outage';
+  sub: string;
+  active: boolean;
+  req: RequestId;
+}
+
 export interface UnsubscribeRequest {
   type: 'unsubscribe';
   sub: string;
@@ -82,7 +90,14 @@ export interface PingRequest {
 }
 
 export type ClientMessage =
-  SubscribeRequest | MoreRequest | AckRequest | ParkRequest | FailRequest | UnsubscribeRequest | PingRequest;
+  | SubscribeRequest
+  | MoreRequest
+  | AckRequest
+  | ParkRequest
+  | FailRequest
+  | OutageRequest
+  | UnsubscribeRequest
+  | PingRequest;
 
 // ---- server -> client ----
 

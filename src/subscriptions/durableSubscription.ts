@@ -231,6 +231,15 @@ export class DurableSubscription implements Subscription {
     });
   }
 
+  async outage(active: boolean): Promise<void> {
+    this.assertUsable();
+    await this.deps.backend.setPause(
+      this.consumer,
+      active ? { reason: 'outage', by: null } : null,
+      active ? null : 'outage',
+    );
+  }
+
   async close(): Promise<void> {
     if (!this.active) return;
     this.closed = true;
