@@ -7,6 +7,7 @@ import { BatchPlan, keysOf, planGap } from './batchPlan.js';
 import { BatchRecorder, type BatchTally } from './batchRecorder.js';
 import { Invoker, type Isolate, type Pending } from './invoker.js';
 import type { ResolvedOptions } from './options.js';
+import type { OutageDetector } from './outageDetector.js';
 
 /** What the runtime needs from the subscription while a batch's transaction is open. */
 export interface BatchDeps<Tx> {
@@ -18,6 +19,8 @@ export interface BatchDeps<Tx> {
   traceparent?: string | undefined;
   /** Under `gaps: 'wait'`: true while an event with a version gap is to be held, not recovered yet. */
   holdGap?(e: RecordedEvent): boolean;
+  /** Outage detection, when on: told of every event handled and of every event about to be dead-lettered. */
+  outage?: OutageDetector | null;
 }
 
 /** A failed try of one event in an earlier transaction of the batch. */
@@ -67,6 +70,8 @@ export interface Committed {
   ackPosition: number | null;
   /** Set when the consumer must stop at this event (cursor stays before it). */
   stop: { error: Error; event: RecordedEvent } | null;
+  /** Set when failures at this event make an outage: it is not dead-lettered; the cursor stays before it. */
+  outage: { error: Error; event: RecordedEvent } | null;
   /** Set when an event waits for its next attempt: the events from `resumeAt` on run in a later transaction. */
   retry: (Later & { resumeAt: number }) | null;
   tally: BatchTally;
@@ -123,6 +128,9 @@ export class BatchTransaction<Tx> {
     const tally = record.tally;
     tally.duplicates += events.length - plan.fresh.length;
     let stop: Committed['stop'] = null;
+    let outage: Committed['outage'] = null;
+    /** Events dead-lettered in this transaction, by index in `fresh`: parked at its end. */
+    const lettered: { index: number; event: RecordedEvent }[] = [];
     let retry: Committed['retry'] = null;
     let ackIndex = events.length - 1;
     const held: RecordedEvent[] = [];
@@ -166,6 +174,18 @@ export class BatchTransaction<Tx> {
         break;
       }
       if (this.o.onError.then === 'dead-letter' && !step.fatal) {
+        if (this.deps.outage?.failed(e.stream)) {
+          // The events dead-lettered earlier in this transaction are not parked after all: the
+          // cursor stays before the first of them, and the probe starts with it.
+          const first = lettered[0];
+          outage = { error: step.error, event: first?.event ?? e };
+          ackIndex = plan.start + (first?.index ?? i) - 1;
+          record.parks.length = 0;
+          tally.deadLetters = 0;
+          tally.parked = 0;
+          break;
+        }
+        lettered.push({ index: i, event: e });
         record.deadLetter(e, step.error, Math.max(1, step.attempts), this.o.onError.redrive);
         continue;
       }
@@ -185,11 +205,13 @@ export class BatchTransaction<Tx> {
       epoch: this.deps.epoch,
     });
     for (const p of record.parks) await this.deps.park(p.position, p.info);
+    for (const l of lettered) if (!outage) this.deps.outage?.parked.add(l.event.stream);
     tally.transactions = 1;
     return {
       kind: 'committed',
       ackPosition,
       stop,
+      outage,
       retry,
       tally,
       parkedBehind: record.parkedBehind,
@@ -199,6 +221,7 @@ export class BatchTransaction<Tx> {
 
   /** Counts an event as handled: its ledger keys and entity version are written with the batch. */
   private handled(e: RecordedEvent, keys: string[]): void {
+    this.deps.outage?.succeeded();
     this.plan.markApplied(e, keys);
     this.record.handled(e, keys);
   }

@@ -3,6 +3,7 @@ import type { RecordedEvent } from '../core/event.js';
 import type { ConsumerPause, Subscription } from '../core/subscription.js';
 import { backoffDelay, sleep } from '../core/backoff.js';
 import { traced, traceparentOf } from '../core/tracing.js';
+import { idemStoreOf } from '../core/consumerSource.js';
 import { ConsumerGroupMember } from './consumerGroup.js';
 import { MessageBatcher, type Work } from './messageBatcher.js';
 import { ConsumerMetrics, type ConsumerMetricsSnapshot, type ConsumerProgress } from './metrics.js';
@@ -23,6 +24,7 @@ import {
 } from './options.js';
 import { processBatch, type BatchOutcome } from './processBatch.js';
 import { LedgerPruner } from './ledgerPruner.js';
+import { OutageDetector } from './outageDetector.js';
 
 export type { ConsumerRuntimeStatus, ConsumerState } from './lifecycle.js';
 
@@ -93,11 +95,14 @@ class ConsumerRuntime<Tx> implements Consumer {
   private heldSince = new Map<string, number>();
   /** The position the runtime would have acknowledged but for the held events, and a caught-up marker seen meanwhile. */
   private withheld: { ack: number; caughtUp: number } = { ack: 0, caughtUp: -1 };
+  /** Tells an outage from poison, when `onError.outage` is on. */
+  private readonly detector: OutageDetector | null;
 
   constructor(options: ResolvedOptions<Tx>) {
     this.o = options;
     this.m = new ConsumerMetrics(this.o.name, this.o.metrics);
     this.pruner = new LedgerPruner(this.o, this.o.ledger);
+    this.detector = options.onError.outage ? new OutageDetector(options.onError.outage) : null;
   }
 
   get name(): string {
@@ -245,10 +250,11 @@ class ConsumerRuntime<Tx> implements Consumer {
       }
       const events = this.withHeld(work.events);
       if (events.length === 0) continue;
-      const batch = this.runBatch(sub, events, work.redelivery);
+      const batch = this.handleEvents(run, sub, events, work.redelivery);
       this.batchInFlight = batch;
       try {
         const outcome = await batch;
+        if (outcome === 'ended') return 'ended';
         if (outcome.stop) {
           await sub.fail({
             error: {
@@ -330,10 +336,74 @@ class ConsumerRuntime<Tx> implements Consumer {
     return now - since < this.o.gapWaitMs;
   }
 
+  /** Runs a delivered batch; when its failures make an outage, rides the outage out and goes on after it. */
+  private async handleEvents(
+    run: Run,
+    sub: Subscription,
+    events: RecordedEvent[],
+    redelivery: boolean,
+  ): Promise<BatchOutcome | 'ended'> {
+    let rest = events;
+    for (;;) {
+      const outcome = await this.runBatch(sub, rest, redelivery);
+      if (!outcome.outage) return outcome;
+      rest = rest.slice(rest.indexOf(outcome.outage.event));
+      if (!(await this.rideOutage(run, sub, rest[0]!, redelivery, outcome.outage.error))) return 'ended';
+      rest = rest.slice(1);
+      if (rest.length === 0) return outcome;
+    }
+  }
+
+  /**
+   * An outage: shows `paused` (reason `outage`, stored too), then probes with the event it stopped
+   * at, alone, once per probe delay, until it is handled. Then the entities dead-lettered in the
+   * failure streak before the outage was recognised are retried (they were its victims, not poison),
+   * and processing goes on. False when the consumer stops meanwhile.
+   */
+  private async rideOutage(
+    run: Run,
+    sub: Subscription,
+    event: RecordedEvent,
+    redelivery: boolean,
+    error: Error,
+  ): Promise<boolean> {
+    const detector = this.detector!;
+    const life = this.life;
+    const was = life.kind === 'paused' ? life.was : this.caughtUpAt >= 0 ? 'live' : 'catching_up';
+    this.lastError = error;
+    this.enter({
+      kind: 'paused',
+      run,
+      pause: { reason: 'outage', since: new Date().toISOString(), by: null },
+      was,
+    });
+    this.m.paused(true);
+    await sub.outage(true);
+    const probe: ResolvedOptions<Tx> = {
+      ...this.o,
+      onError: { ...this.o.onError, attempts: 1, then: 'stop', outage: null },
+    };
+    for (let n = 1; ; n++) {
+      await sleep(detector.probeDelay(n), run.wakeUp.signal);
+      if (this.ending) return false;
+      const outcome = await this.runBatch(sub, [event], redelivery, probe);
+      if (!outcome.stop) break;
+      this.lastError = outcome.stop.error;
+    }
+    await sub.outage(false);
+    const store = idemStoreOf(this.o.source);
+    if (store) for (const stream of detector.parked) await store.deadLetters.retry(this.o.name, { stream });
+    detector.succeeded();
+    this.enter({ kind: was, run });
+    this.m.paused(false);
+    return true;
+  }
+
   private async runBatch(
     sub: Subscription,
     events: RecordedEvent[],
     redelivery: boolean,
+    options: ResolvedOptions<Tx> = this.o,
   ): Promise<BatchOutcome> {
     // One delivery span per batch, in the trace of its first traced event, linked to the others'.
     const traces = events.map((e) => traceparentOf(e.metadata)).filter((t) => t !== undefined);
@@ -352,7 +422,7 @@ class ConsumerRuntime<Tx> implements Consumer {
         },
       },
       async (span) => {
-        const outcome = await this.handleBatch(sub, events, redelivery, span.traceparent);
+        const outcome = await this.handleBatch(sub, events, redelivery, span.traceparent, options);
         span.setAttributes({
           'idem.outcome': outcome.stop ? 'stop' : 'acknowledged',
           'idem.ack': outcome.ackPosition ?? -1,
@@ -367,14 +437,16 @@ class ConsumerRuntime<Tx> implements Consumer {
     events: RecordedEvent[],
     redelivery: boolean,
     traceparent: string | undefined,
+    options: ResolvedOptions<Tx>,
   ): Promise<BatchOutcome> {
     this.m.add('delivered', events.length);
     const outcome = await processBatch(
       {
-        options: this.o,
+        options,
         epoch: sub.epoch,
         park: (position, info) => sub.park(position, info),
         traceparent,
+        outage: options === this.o ? this.detector : null,
         ...(this.o.gaps === 'wait' && { holdGap: (e: RecordedEvent) => this.holdGap(e) }),
       },
       events,

@@ -5,7 +5,7 @@ import { until } from '../../support/until.js';
 import { withHarness } from '../support/harness.js';
 import type { MakeTargetFixture } from '../support/targetFixture.js';
 
-/** What operators do to a running consumer (pause, resume), and what it does by itself (redrive). */
+/** What operators do to a running consumer (pause, resume), and what it does by itself (redrive, outages). */
 export function describeOperations<Tx>(label: string, make: MakeTargetFixture<Tx>): void {
   describe(`consumer operations (${label})`, () => {
     it('a paused consumer shows paused, stays paused across a restart, and resumes at its cursor', () =>
@@ -81,6 +81,86 @@ export function describeOperations<Tx>(label: string, make: MakeTargetFixture<Tx
             code: 'invalid_input',
           });
         }
+      }));
+
+    it('an outage (every entity failing) pauses the consumer, probes, resumes by itself, and parks nothing', () =>
+      withHarness(make, async (h) => {
+        const streams = Array.from({ length: 6 }, () => randomStream('invoice'));
+        const expected = await h.appendAmounts(streams, 2);
+        let down = true;
+        let calls = 0;
+        const c = h.consumer({
+          onError: {
+            attempts: 1,
+            then: 'dead-letter',
+            outage: { entities: 3, window: '1h', probeDelay: 20, maxProbeDelay: 100 },
+          },
+          handle: async (e, ctx) => {
+            calls++;
+            if (down) throw new Error('payment provider unreachable');
+            await h.addAmount(e, ctx);
+          },
+        });
+        await c.start();
+        await until(() => c.status().state === 'paused', { message: 'paused by the outage' });
+        assert.equal(c.status().pause?.reason, 'outage');
+        assert.equal(c.status().pause?.by, null);
+        assert.equal(c.metrics().paused, true);
+        const stored = await until(async () => {
+          const info = await h.store.consumers.get(h.name);
+          return info.pause?.reason === 'outage' ? info : null;
+        });
+        assert.equal(stored.status, 'paused');
+        // Probes keep failing while the provider is down.
+        const before = calls;
+        await until(() => calls >= before + 2, { message: 'two more probes' });
+        assert.equal(c.status().state, 'paused');
+        assert.equal((await h.store.deadLetters.list(h.name, { all: true })).length, 0, 'nothing parked');
+        down = false;
+        await c.whenCaughtUp();
+        assert.deepEqual(await h.totals(), expected);
+        assert.notEqual(c.status().state, 'paused');
+        assert.equal((await h.store.consumers.get(h.name)).pause, null);
+        assert.equal(
+          (await h.store.deadLetters.list(h.name, { all: true })).length,
+          0,
+          'nothing was ever parked',
+        );
+        assert.equal(c.metrics().deadLetters, 0);
+      }));
+
+    it('a poison event (one entity failing) is still dead-lettered; the others are handled', () =>
+      withHarness(make, async (h) => {
+        const poison = randomStream('invoice');
+        const others = Array.from({ length: 5 }, () => randomStream('invoice'));
+        const expected = await h.appendAmounts([poison, ...others], 3);
+        const c = h.consumer({
+          onError: {
+            attempts: 1,
+            then: 'dead-letter',
+            outage: { entities: 2, window: '1h', probeDelay: 20 },
+          },
+          handle: async (e, ctx) => {
+            if (e.stream === poison) throw new Error('bad invoice data');
+            await h.addAmount(e, ctx);
+          },
+        });
+        await c.start();
+        await c.whenCaughtUp();
+        const totals = await h.totals();
+        for (const s of others) assert.equal(totals.get(s), expected.get(s));
+        assert.equal(totals.get(poison), undefined);
+        const letters = await h.store.deadLetters.list(h.name);
+        assert.deepEqual(
+          letters.map((l) => [l.event.stream, l.event.version]),
+          [
+            [poison, 1],
+            [poison, 2],
+            [poison, 3],
+          ],
+        );
+        assert.notEqual(c.status().state, 'paused');
+        assert.equal((await h.store.consumers.get(h.name)).pause, null);
       }));
   });
 }
