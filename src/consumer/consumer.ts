@@ -107,7 +107,11 @@ class ConsumerRuntime<Tx> implements Consumer {
     this.o = options;
     this.m = new ConsumerMetrics(this.o.name, this.o.metrics);
     this.pruner = new LedgerPruner(this.o, this.o.ledger);
-    this.detector = options.onError.outage ? new OutageDetector(options.onError.outage) : null;
+    // A source that keeps no dead letters (JetStream) refuses to park: there is nothing to hold back.
+    this.detector =
+      options.onError.outage && idemStoreOf(options.source)
+        ? new OutageDetector(options.onError.outage)
+        : null;
   }
 
   get name(): string {
