@@ -140,6 +140,7 @@ const hookedSource: ConsumerSource = {
       },
       park: (position, info) => sub.park(position, info),
       fail: (info) => sub.fail(info),
+      outage: (active) => sub.outage(active),
       close: () => sub.close(),
     };
     return hooked;

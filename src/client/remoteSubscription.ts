@@ -202,6 +202,10 @@ export class RemoteSubscription implements Subscription {
     return this.request({ type: 'park', sub: SUB, position, info: wireInfo(info) as ParkInfo });
   }
 
+  async outage(active: boolean): Promise<void> {
+    return this.request({ type: 'outage', sub: SUB, active });
+  }
+
   async fail(info: FailureInfo): Promise<void> {
     return this.request({ type: 'fail', sub: SUB, info: wireInfo(info) as FailureInfo });
   }

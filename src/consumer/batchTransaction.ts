@@ -7,6 +7,7 @@ import { BatchPlan, keysOf, planGap } from './batchPlan.js';
 import { BatchRecorder, type BatchTally } from './batchRecorder.js';
 import { Invoker, type Isolate, type Pending } from './invoker.js';
 import type { ResolvedOptions } from './options.js';
+import type { OutageDetector } from './outageDetector.js';
 
 /** What the runtime needs from the subscription while a batch's transaction is open. */
 export interface BatchDeps<Tx> {
@@ -18,6 +19,12 @@ export interface BatchDeps<Tx> {
   traceparent?: string | undefined;
   /** Under `gaps: 'wait'`: true while an event with a version gap is to be held, not recovered yet. */
   holdGap?(e: RecordedEvent): boolean;
+  /** Outage detection, when on: told of every event handled and of every event about to be dead-lettered. */
+  outage?: OutageDetector | null;
+  /** Records that `e` failed while an outage may be forming: it is held, and delivered again after a backoff. */
+  holdFailed?(e: RecordedEvent, error: Error, attempts: number): void;
+  /** How a held event failed, when it has proved to be isolated poison since: it is dead-lettered without another try. */
+  isolatedFailure?(e: RecordedEvent): { error: Error; attempts: number } | null;
 }
 
 /** A failed try of one event in an earlier transaction of the batch. */
@@ -67,6 +74,8 @@ export interface Committed {
   ackPosition: number | null;
   /** Set when the consumer must stop at this event (cursor stays before it). */
   stop: { error: Error; event: RecordedEvent } | null;
+  /** Set when failures at this event make an outage: it is not dead-lettered; the cursor stays before it. */
+  outage: { error: Error; event: RecordedEvent } | null;
   /** Set when an event waits for its next attempt: the events from `resumeAt` on run in a later transaction. */
   retry: (Later & { resumeAt: number }) | null;
   tally: BatchTally;
@@ -94,6 +103,7 @@ export class BatchTransaction<Tx> {
 
   private readonly events: RecordedEvent[];
   private readonly tried: ReadonlyMap<number, Tried> | null;
+  private readonly redelivery: boolean;
 
   private constructor(
     private readonly deps: BatchDeps<Tx>,
@@ -104,6 +114,7 @@ export class BatchTransaction<Tx> {
     this.o = deps.options;
     this.events = rest.events;
     this.tried = rest.tried;
+    this.redelivery = rest.redelivery;
     this.record = new BatchRecorder(rest.parkedBehind);
     this.invoker = new Invoker(this.o, t, rest.redelivery, this.record);
   }
@@ -123,11 +134,16 @@ export class BatchTransaction<Tx> {
     const tally = record.tally;
     tally.duplicates += events.length - plan.fresh.length;
     let stop: Committed['stop'] = null;
+    let outage: Committed['outage'] = null;
+    /** Events dead-lettered in this transaction, by index in `fresh`: parked at its end. */
+    const lettered: { index: number; event: RecordedEvent }[] = [];
     let retry: Committed['retry'] = null;
     let ackIndex = events.length - 1;
     const held: RecordedEvent[] = [];
     const heldStreams = new Set<string>();
     let firstHeld = events.length;
+    /** The first event held because it failed while an outage may be forming. */
+    let failHeld: { index: number; event: RecordedEvent } | null = null;
     for (let i = 0; i < plan.fresh.length; i++) {
       const e = plan.fresh[i]!;
       if (record.parkedBehind.has(e.stream)) {
@@ -140,8 +156,10 @@ export class BatchTransaction<Tx> {
         continue;
       }
       const keys = plan.keys[i]!;
+      const poison = this.deps.isolatedFailure?.(e);
       let step: Step;
-      if (!Array.isArray(keys)) step = failed(keys, 0);
+      if (poison) step = failed(poison.error, poison.attempts);
+      else if (!Array.isArray(keys)) step = failed(keys, 0);
       else if (plan.isDuplicate(e, keys)) {
         tally.duplicates++;
         continue;
@@ -166,6 +184,33 @@ export class BatchTransaction<Tx> {
         break;
       }
       if (this.o.onError.then === 'dead-letter' && !step.fatal) {
+        const verdict = this.deps.outage?.failed(e.stream) ?? 'park';
+        if (verdict === 'outage') {
+          // The events dead-lettered or held earlier in this transaction are not parked after all:
+          // the cursor stays before the first of them, and the probe starts with it.
+          const first = [lettered[0], failHeld].reduce((a, b) => (a && (!b || a.index < b.index) ? a : b));
+          outage = { error: step.error, event: first?.event ?? e };
+          ackIndex = plan.start + (first?.index ?? i) - 1;
+          // The events from there on are handled after the outage, not delivered again with the next batch.
+          const from = outage.event.position;
+          held.splice(0, held.length, ...held.filter((h) => h.position < from));
+          record.parks.length = 0;
+          tally.deadLetters = 0;
+          tally.parked = 0;
+          break;
+        }
+        // A redelivered event (a dead letter retried or redriven) may be behind the cursor: it is
+        // never held (a later delivery would take it for a duplicate), it is parked again.
+        if (verdict === 'hold' && !this.redelivery) {
+          // An outage may be forming: the entity waits (its later events behind it), the others go on.
+          this.deps.holdFailed?.(e, step.error, step.attempts);
+          failHeld ??= { index: i, event: e };
+          held.push(e);
+          heldStreams.add(e.stream);
+          firstHeld = Math.min(firstHeld, plan.start + i);
+          continue;
+        }
+        lettered.push({ index: i, event: e });
         record.deadLetter(e, step.error, Math.max(1, step.attempts), this.o.onError.redrive);
         continue;
       }
@@ -185,11 +230,13 @@ export class BatchTransaction<Tx> {
       epoch: this.deps.epoch,
     });
     for (const p of record.parks) await this.deps.park(p.position, p.info);
+    for (const l of lettered) if (!outage) this.deps.outage?.parked.add(l.event.stream);
     tally.transactions = 1;
     return {
       kind: 'committed',
       ackPosition,
       stop,
+      outage,
       retry,
       tally,
       parkedBehind: record.parkedBehind,
@@ -199,6 +246,7 @@ export class BatchTransaction<Tx> {
 
   /** Counts an event as handled: its ledger keys and entity version are written with the batch. */
   private handled(e: RecordedEvent, keys: string[]): void {
+    this.deps.outage?.succeeded(e.stream);
     this.plan.markApplied(e, keys);
     this.record.handled(e, keys);
   }

@@ -3,6 +3,7 @@ import type { RecordedEvent } from '../core/event.js';
 import type { ConsumerPause, Subscription } from '../core/subscription.js';
 import { backoffDelay, sleep } from '../core/backoff.js';
 import { traced, traceparentOf } from '../core/tracing.js';
+import { idemStoreOf } from '../core/consumerSource.js';
 import { ConsumerGroupMember } from './consumerGroup.js';
 import { MessageBatcher, type Work } from './messageBatcher.js';
 import { ConsumerMetrics, type ConsumerMetricsSnapshot, type ConsumerProgress } from './metrics.js';
@@ -24,6 +25,7 @@ import {
 import { processBatch, type BatchOutcome } from './processBatch.js';
 import { LedgerPruner } from './ledgerPruner.js';
 import { SHRED_POLL_MS, ShredFollower } from './shredFollower.js';
+import { OutageDetector } from './outageDetector.js';
 
 export type { ConsumerRuntimeStatus, ConsumerState } from './lifecycle.js';
 
@@ -95,14 +97,26 @@ class ConsumerRuntime<Tx> implements Consumer {
   private held: RecordedEvent[] = [];
   /** When each held entity was first held. */
   private heldSince = new Map<string, number>();
+  /** Entities held because they failed while an outage may be forming: how often, and when to try again. */
+  private failHeld = new Map<
+    string,
+    { holds: number; dueAt: number; position: number; error: Error; attempts: number }
+  >();
   /** The position the runtime would have acknowledged but for the held events, and a caught-up marker seen meanwhile. */
   private withheld: { ack: number; caughtUp: number } = { ack: 0, caughtUp: -1 };
+  /** Tells an outage from poison, when `onError.outage` is on. */
+  private readonly detector: OutageDetector | null;
 
   constructor(options: ResolvedOptions<Tx>) {
     this.o = options;
     this.m = new ConsumerMetrics(this.o.name, this.o.metrics);
     this.pruner = new LedgerPruner(this.o, this.o.ledger);
     this.shreds = new ShredFollower(this.o);
+    // A source that keeps no dead letters (JetStream) refuses to park: there is nothing to hold back.
+    this.detector =
+      options.onError.outage && idemStoreOf(options.source)
+        ? new OutageDetector(options.onError.outage)
+        : null;
   }
 
   get name(): string {
@@ -239,6 +253,7 @@ class ConsumerRuntime<Tx> implements Consumer {
     // A new subscription delivers again whatever was held.
     this.held = [];
     this.heldSince.clear();
+    this.failHeld.clear();
     this.withheld = { ack: 0, caughtUp: -1 };
     let pending: Promise<Work> | null = null;
     for (;;) {
@@ -268,10 +283,11 @@ class ConsumerRuntime<Tx> implements Consumer {
       if (events.length === 0) continue;
       // A shred being followed finishes first: its transactions and a batch's never interleave.
       await this.shreds.idle();
-      const batch = this.runBatch(sub, events, work.redelivery);
+      const batch = this.handleEvents(run, sub, events, work.redelivery);
       this.batchInFlight = batch;
       try {
         const outcome = await batch;
+        if (outcome === 'ended') return 'ended';
         if (outcome.stop) {
           await sub.fail({
             error: {
@@ -332,12 +348,18 @@ class ConsumerRuntime<Tx> implements Consumer {
     return all;
   }
 
-  /** The next work, or `held_due` once the oldest held entity has waited `gapWaitMs` (its gap is then recovered). */
+  /**
+   * The next work, or `held_due` once the oldest held entity has waited `gapWaitMs` (its gap is then
+   * recovered), or a failing entity's backoff has passed (it is tried again).
+   */
   private async orHeldDue(next: Promise<Work>): Promise<Work | 'held_due'> {
-    const oldest = Math.min(...this.heldSince.values());
+    let dueAt = Infinity;
+    for (const since of this.heldSince.values()) dueAt = Math.min(dueAt, since + this.o.gapWaitMs);
+    for (const f of this.failHeld.values()) dueAt = Math.min(dueAt, f.dueAt);
+    if (dueAt === Infinity) return next;
     let timer: NodeJS.Timeout | undefined;
     const due = new Promise<'held_due'>((resolve) => {
-      timer = setTimeout(() => resolve('held_due'), Math.max(0, oldest + this.o.gapWaitMs - Date.now()));
+      timer = setTimeout(() => resolve('held_due'), Math.max(0, dueAt - Date.now()));
     });
     try {
       return await Promise.race([next, due]);
@@ -354,10 +376,95 @@ class ConsumerRuntime<Tx> implements Consumer {
     return now - since < this.o.gapWaitMs;
   }
 
+  /**
+   * Holds `e`, which failed while an outage may be forming, for the error policy's backoff (or the
+   * outage's probe delay without one), growing with each hold of its entity.
+   */
+  private holdFailed(e: RecordedEvent, error: Error, attempts: number): void {
+    const holds = (this.failHeld.get(e.stream)?.holds ?? 0) + 1;
+    const policy = this.o.onError;
+    const delayMs =
+      policy.backoff === 'exponential'
+        ? backoffDelay(holds, policy.initialDelayMs, policy.maxDelayMs)
+        : this.detector!.probeDelay(holds);
+    const dueAt = Date.now() + Math.max(10, delayMs);
+    this.failHeld.set(e.stream, { holds, dueAt, position: e.position, error, attempts });
+  }
+
+  /** A held failing event whose entity has proved to be isolated poison: how it failed. */
+  private isolatedFailure(e: RecordedEvent): { error: Error; attempts: number } | null {
+    const f = this.failHeld.get(e.stream);
+    return f?.position === e.position && this.detector?.isolatedNow(e.stream) ? f : null;
+  }
+
+  /** Runs a delivered batch; when its failures make an outage, rides the outage out and goes on after it. */
+  private async handleEvents(
+    run: Run,
+    sub: Subscription,
+    events: RecordedEvent[],
+    redelivery: boolean,
+  ): Promise<BatchOutcome | 'ended'> {
+    let rest = events;
+    for (;;) {
+      const outcome = await this.runBatch(sub, rest, redelivery);
+      if (!outcome.outage) return outcome;
+      rest = rest.slice(rest.indexOf(outcome.outage.event));
+      if (!(await this.rideOutage(run, sub, rest[0]!, redelivery, outcome.outage.error))) return 'ended';
+      rest = rest.slice(1);
+      if (rest.length === 0) return outcome;
+    }
+  }
+
+  /**
+   * An outage: shows `paused` (reason `outage`, stored too), then probes with the event it stopped
+   * at, alone, once per probe delay, until it is handled. Then the entities dead-lettered in the
+   * failure streak before the outage was recognised are retried (they were its victims, not poison),
+   * and processing goes on. False when the consumer stops meanwhile.
+   */
+  private async rideOutage(
+    run: Run,
+    sub: Subscription,
+    event: RecordedEvent,
+    redelivery: boolean,
+    error: Error,
+  ): Promise<boolean> {
+    const detector = this.detector!;
+    const life = this.life;
+    const was = life.kind === 'paused' ? life.was : this.caughtUpAt >= 0 ? 'live' : 'catching_up';
+    this.lastError = error;
+    this.enter({
+      kind: 'paused',
+      run,
+      pause: { reason: 'outage', since: new Date().toISOString(), by: null },
+      was,
+    });
+    this.m.paused(true);
+    await sub.outage(true);
+    const probe: ResolvedOptions<Tx> = {
+      ...this.o,
+      onError: { ...this.o.onError, attempts: 1, then: 'stop', outage: null },
+    };
+    for (let n = 1; ; n++) {
+      await sleep(detector.probeDelay(n), run.wakeUp.signal);
+      if (this.ending) return false;
+      const outcome = await this.runBatch(sub, [event], redelivery, probe);
+      if (!outcome.stop) break;
+      this.lastError = outcome.stop.error;
+    }
+    await sub.outage(false);
+    const store = idemStoreOf(this.o.source);
+    if (store) for (const stream of detector.parked) await store.deadLetters.retry(this.o.name, { stream });
+    detector.succeeded();
+    this.enter({ kind: was, run });
+    this.m.paused(false);
+    return true;
+  }
+
   private async runBatch(
     sub: Subscription,
     events: RecordedEvent[],
     redelivery: boolean,
+    options: ResolvedOptions<Tx> = this.o,
   ): Promise<BatchOutcome> {
     // One delivery span per batch, in the trace of its first traced event, linked to the others'.
     const traces = events.map((e) => traceparentOf(e.metadata)).filter((t) => t !== undefined);
@@ -376,7 +483,7 @@ class ConsumerRuntime<Tx> implements Consumer {
         },
       },
       async (span) => {
-        const outcome = await this.handleBatch(sub, events, redelivery, span.traceparent);
+        const outcome = await this.handleBatch(sub, events, redelivery, span.traceparent, options);
         span.setAttributes({
           'idem.outcome': outcome.stop ? 'stop' : 'acknowledged',
           'idem.ack': outcome.ackPosition ?? -1,
@@ -391,21 +498,26 @@ class ConsumerRuntime<Tx> implements Consumer {
     events: RecordedEvent[],
     redelivery: boolean,
     traceparent: string | undefined,
+    options: ResolvedOptions<Tx>,
   ): Promise<BatchOutcome> {
     this.m.add('delivered', events.length);
     const outcome = await processBatch(
       {
-        options: this.o,
+        options,
         epoch: sub.epoch,
         park: (position, info) => sub.park(position, info),
         traceparent,
+        outage: options === this.o ? this.detector : null,
+        holdFailed: (e: RecordedEvent, error: Error, attempts: number) => this.holdFailed(e, error, attempts),
+        isolatedFailure: (e: RecordedEvent) => this.isolatedFailure(e),
         ...(this.o.gaps === 'wait' && { holdGap: (e: RecordedEvent) => this.holdGap(e) }),
       },
       events,
       redelivery,
     );
     let ackPosition = outcome.ackPosition;
-    if (this.o.gaps === 'wait') ackPosition = this.afterHolding(events, outcome);
+    // Held events (a version gap, or a failure while an outage may be forming) keep the acknowledgement back.
+    if (this.o.gaps === 'wait' || this.detector) ackPosition = this.afterHolding(events, outcome);
     const now = Date.now();
     const t = outcome.tally;
     this.m.add('batches', t.transactions);
@@ -456,6 +568,7 @@ class ConsumerRuntime<Tx> implements Consumer {
     this.held = outcome.held;
     const streams = new Set(this.held.map((e) => e.stream));
     for (const s of this.heldSince.keys()) if (!streams.has(s)) this.heldSince.delete(s);
+    for (const s of this.failHeld.keys()) if (!streams.has(s)) this.failHeld.delete(s);
     if (outcome.stop) return outcome.ackPosition;
     if (this.held.length > 0) {
       this.withheld.ack = Math.max(this.withheld.ack, events[events.length - 1]!.position);

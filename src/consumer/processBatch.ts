@@ -13,6 +13,8 @@ export interface BatchOutcome {
   ackPosition: number | null;
   /** Set when the consumer must stop at this event (cursor stays before it). */
   stop: { error: Error; event: RecordedEvent } | null;
+  /** Set when failures make an outage at this event (not dead-lettered; cursor stays before it). */
+  outage: { error: Error; event: RecordedEvent } | null;
   tally: BatchTally;
   /** Events held for a version gap (`gaps: 'wait'`): the runtime delivers them again with a later batch. */
   held: RecordedEvent[];
@@ -105,7 +107,7 @@ export async function processBatch<Tx>(
     if (outcome.ackPosition !== null && held.length === 0) ackPosition = outcome.ackPosition;
     for (const e of outcome.held) held.push(e);
     const retry = outcome.retry;
-    if (!retry) return { ackPosition, stop: outcome.stop, tally, held };
+    if (!retry) return { ackPosition, stop: outcome.stop, outage: outcome.outage, tally, held };
     await sleep(retry.delayMs);
     const tried = new Map(rest.tried ?? []);
     tried.set(retry.position, { attempts: retry.attempts, error: retry.error, waited: true });

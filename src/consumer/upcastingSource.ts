@@ -49,6 +49,7 @@ function upcastSubscription(sub: Subscription, upcast: UpcastEvents): Subscripti
     ack: (position) => sub.ack(position),
     park: (position, info) => sub.park(position, info),
     fail: (info) => sub.fail(info),
+    outage: (active) => sub.outage(active),
     close: () => sub.close(),
     [Symbol.asyncIterator]: () => {
       const inner = sub[Symbol.asyncIterator]();

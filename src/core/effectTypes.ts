@@ -44,6 +44,8 @@ export interface NewEffect {
   eventId: string;
   position: number;
   status: 'pending' | 'suppressed';
+  /** The W3C trace context the dispatch span continues, or null. */
+  traceparent: string | null;
 }
 
 /** A row claimed by a dispatcher. */
@@ -54,6 +56,10 @@ export interface ClaimedEffect {
   kind: string;
   payload: unknown;
   attempts: number;
+  /** The consumer whose handler wrote the row. */
+  consumer: string;
+  /** The trace context recorded with the row (the event's), or null. */
+  traceparent: string | null;
 }
 
 /** A consumer version as recorded in the target when it first started. */

@@ -72,6 +72,14 @@ export interface FailRequest {
   req: RequestId;
 }
 
+/** The owner holds back because of an outage (`active: true`), or no longer. Answered by `ok`. */
+export interface OutageRequest {
+  type: 'outage';
+  sub: string;
+  active: boolean;
+  req: RequestId;
+}
+
 export interface UnsubscribeRequest {
   type: 'unsubscribe';
   sub: string;
@@ -103,6 +111,7 @@ export type ClientMessage =
   | AckRequest
   | ParkRequest
   | FailRequest
+  | OutageRequest
   | UnsubscribeRequest
   | PingRequest
   | ReportRequest;

@@ -141,6 +141,12 @@ export interface Subscription extends AsyncIterable<SubscriptionMessage> {
   park(position: number, info: ParkInfo): Promise<void>;
   /** Marks the consumer `failed` with the error and releases the lease; the cursor stays where it is. */
   fail(info: FailureInfo): Promise<void>;
+  /**
+   * Records that the owner holds back because of an outage (`true`: pause reason `outage`, unless an
+   * operator paused it) or no longer (`false`: lifts an outage pause only). Delivery is not held:
+   * the owner itself holds back and probes.
+   */
+  outage(active: boolean): Promise<void>;
   /** Releases the lease (status `stopped`) and ends iteration. Safe to call twice. */
   close(): Promise<void>;
   /**

@@ -13,6 +13,7 @@ import {
 import { defaultEffectScope, idempotencyKey, parseVersionedName } from '../core/versionedName.js';
 import { outboxFor } from './outbox.js';
 import type { OutboxDialect } from '../core/effectOutbox.js';
+import { activeTraceparent, traceparentOf } from '../core/tracing.js';
 import {
   EFFECT_CALL_OPTION_KEYS,
   type ConsumerVersionRecord,
@@ -174,6 +175,7 @@ export class ConsumerEffects<Tx> {
       eventId: event.id,
       position: event.position,
       status,
+      traceparent: traceparentOf(event.metadata) ?? activeTraceparent() ?? null,
     });
     return { key, idempotencyKey: idempotencyKey(this.scope, key), status: inserted ? status : 'existing' };
   }

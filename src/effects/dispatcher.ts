@@ -9,6 +9,7 @@ import { outboxFor } from './outbox.js';
 import type { OutboxDialect } from '../core/effectOutbox.js';
 import { idempotencyKey } from '../core/versionedName.js';
 import { EFFECT_STATUSES, type ClaimedEffect, type EffectCounts } from '../core/effectTypes.js';
+import { openSpan, type OpenSpan } from '../core/tracing.js';
 
 /** What an effect handler learns besides the payload. */
 export interface EffectCallInfo {
@@ -269,7 +270,30 @@ class Dispatcher<Tx> implements EffectDispatcher {
     return claimed.length;
   }
 
+  /** One dispatch in an `idem.effect` span, a child of the trace recorded with the row. */
   private async call(c: ClaimedEffect): Promise<void> {
+    const span = openSpan('idem.effect', {
+      kind: 'internal',
+      parent: c.traceparent ?? undefined,
+      attributes: {
+        'idem.consumer': c.consumer,
+        'idem.effect.scope': c.scope,
+        'idem.effect.key': c.key,
+        'idem.effect.kind': c.kind,
+        'idem.effect.attempt': c.attempts,
+      },
+    });
+    try {
+      const outcome = await this.dispatch(c, span);
+      span.setAttributes({ 'idem.outcome': outcome });
+      span.end();
+    } catch (err) {
+      span.end(err);
+      throw err;
+    }
+  }
+
+  private async dispatch(c: ClaimedEffect, span: OpenSpan): Promise<'done' | 'retry' | 'failed' | 'lost'> {
     const handler = this.handlers[c.kind] as EffectHandler | undefined;
     const info: EffectCallInfo = {
       idempotencyKey: idempotencyKey(c.scope, c.key),
@@ -315,7 +339,8 @@ class Dispatcher<Tx> implements EffectDispatcher {
         attempt: c.attempts,
         final,
       });
-      return;
+      span.setAttributes({ 'idem.error': message });
+      return !kept ? 'lost' : final ? 'failed' : 'retry';
     }
     clearInterval(heartbeat);
     const kept = await this.target.transaction((t) =>
@@ -324,6 +349,7 @@ class Dispatcher<Tx> implements EffectDispatcher {
     if (kept) this.m.done++;
     else this.m.lostLeases++;
     this.prom?.calls.inc({ outcome: 'done' });
+    return kept ? 'done' : 'lost';
   }
 
   metrics(): EffectDispatcherMetrics {

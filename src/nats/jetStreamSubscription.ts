@@ -221,6 +221,11 @@ export class JetStreamSubscription implements Subscription {
     return Promise.resolve();
   }
 
+  /** JetStream keeps no consumer records of idem's: an outage pause is the runtime's alone. */
+  outage(_active: boolean): Promise<void> {
+    return Promise.resolve();
+  }
+
   /** Called once the subscription is closed. */
   onClose: () => void = () => undefined;
 

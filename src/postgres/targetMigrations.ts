@@ -77,6 +77,13 @@ export const TARGET_MIGRATIONS: TargetMigration[] = [
       );
     `,
   },
+  {
+    // The W3C traceparent of the event (or handler span) that wrote the effect, so that its dispatch
+    // is a span of the same trace. Null for rows written before, or without tracing.
+    version: 6,
+    name: 'effect trace context',
+    sql: (s) => `ALTER TABLE ${s}.target_effects ADD COLUMN traceparent text;`,
+  },
 ];
 
 /**

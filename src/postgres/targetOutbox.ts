@@ -158,9 +158,9 @@ export class PostgresOutbox implements OutboxDialect<PoolClient> {
 
   async insert(tx: PoolClient, e: NewEffect): Promise<boolean> {
     const r = await tx.query(
-      `INSERT INTO ${this.s}.target_effects (scope, key, kind, payload, consumer, event_id, position, status)
-       VALUES ($1, $2, $3, $4::jsonb, $5, $6, $7, $8) ON CONFLICT (scope, key) DO NOTHING`,
-      [e.scope, e.key, e.kind, e.payload, e.consumer, e.eventId, e.position, e.status],
+      `INSERT INTO ${this.s}.target_effects (scope, key, kind, payload, consumer, event_id, position, status, traceparent)
+       VALUES ($1, $2, $3, $4::jsonb, $5, $6, $7, $8, $9) ON CONFLICT (scope, key) DO NOTHING`,
+      [e.scope, e.key, e.kind, e.payload, e.consumer, e.eventId, e.position, e.status, e.traceparent],
     );
     return r.rowCount === 1;
   }
@@ -199,6 +199,8 @@ export class PostgresOutbox implements OutboxDialect<PoolClient> {
       kind: string;
       payload: unknown;
       attempts: number;
+      consumer: string;
+      traceparent: string | null;
     }>(
       `WITH due AS (
          SELECT id FROM ${this.s}.target_effects
@@ -209,7 +211,7 @@ export class PostgresOutbox implements OutboxDialect<PoolClient> {
        UPDATE ${this.s}.target_effects e
        SET lease_owner = $1, lease_until = now() + $3 * interval '1 millisecond', attempts = e.attempts + 1, updated_at = now()
        FROM due WHERE e.id = due.id
-       RETURNING e.id::float8 AS id, e.scope, e.key, e.kind, e.payload, e.attempts`,
+       RETURNING e.id::float8 AS id, e.scope, e.key, e.kind, e.payload, e.attempts, e.consumer, e.traceparent`,
       [req.owner, req.kinds, req.leaseMs, req.limit],
     );
     return r.rows.sort((a, b) => a.id - b.id);

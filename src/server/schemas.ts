@@ -145,6 +145,7 @@ export const clientMessageSchema = z.discriminatedUnion(
       req: requestId,
     }),
     z.strictObject({ type: z.literal('more'), sub: subId, messages: posInt.max(1_000_000) }),
+    z.strictObject({ type: z.literal('outage'), sub: subId, active: z.boolean(), req: requestId }),
     z.strictObject({
       type: z.literal('ack'),
       sub: subId,

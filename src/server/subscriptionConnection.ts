@@ -174,6 +174,9 @@ export class SubscriptionConnection {
       case 'park':
         this.onSub(msg.sub, msg.req, (s) => s.park(msg.position, msg.info));
         return;
+      case 'outage':
+        this.onSub(msg.sub, msg.req, (s) => s.outage(msg.active));
+        return;
       case 'fail':
         this.onSub(msg.sub, msg.req, async (s, a) => {
           // Checked first: a refused fail leaves the subscription running, so it must not mark its end.

@@ -97,4 +97,13 @@ export const TARGET_MIGRATIONS: Migration[] = [
       `);
     },
   },
+  {
+    version: 6,
+    name: 'effect trace context',
+    // The W3C traceparent of the event (or handler span) that wrote the effect, so that its dispatch
+    // is a span of the same trace. Null for rows written before, or without tracing.
+    up: (db) => {
+      db.exec('ALTER TABLE idem_effects ADD COLUMN traceparent TEXT');
+    },
+  },
 ];

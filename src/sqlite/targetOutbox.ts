@@ -174,8 +174,8 @@ export class SqliteOutbox implements OutboxDialect<Database.Database> {
     const now = new Date();
     const r = stmt(
       db,
-      `INSERT INTO idem_effects (scope, key, kind, payload, consumer, event_id, position, status, next_attempt_at, created_at, updated_at)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (scope, key) DO NOTHING`,
+      `INSERT INTO idem_effects (scope, key, kind, payload, consumer, event_id, position, status, next_attempt_at, created_at, updated_at, traceparent)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (scope, key) DO NOTHING`,
     ).run(
       e.scope,
       e.key,
@@ -188,6 +188,7 @@ export class SqliteOutbox implements OutboxDialect<Database.Database> {
       now.getTime(),
       now.toISOString(),
       now.toISOString(),
+      e.traceparent,
     );
     return Promise.resolve(r.changes === 1);
   }
@@ -228,7 +229,7 @@ export class SqliteOutbox implements OutboxDialect<Database.Database> {
          WHERE status = 'pending' AND next_attempt_at <= ? AND (lease_until IS NULL OR lease_until < ?)
            AND kind IN (SELECT value FROM json_each(?))
          ORDER BY id LIMIT ?)
-       RETURNING id, scope, key, kind, payload, attempts`,
+       RETURNING id, scope, key, kind, payload, attempts, consumer, traceparent`,
     ).all(
       req.owner,
       now + req.leaseMs,
@@ -244,6 +245,8 @@ export class SqliteOutbox implements OutboxDialect<Database.Database> {
       kind: string;
       payload: string;
       attempts: number;
+      consumer: string;
+      traceparent: string | null;
     }[];
     rows.sort((a, b) => a.id - b.id);
     return Promise.resolve(rows.map((r) => ({ ...r, payload: parseJson(r.payload) })));

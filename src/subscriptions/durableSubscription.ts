@@ -231,6 +231,15 @@ export class DurableSubscription implements Subscription {
     });
   }
 
+  async outage(active: boolean): Promise<void> {
+    this.assertUsable();
+    await this.deps.backend.setPause(
+      this.consumer,
+      active ? { reason: 'outage', by: null } : null,
+      active ? null : 'outage',
+    );
+  }
+
   /** The release in progress: a second `close()` waits for it instead of returning before it is done. */
   private closing: Promise<void> | null = null;
 

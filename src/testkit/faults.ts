@@ -72,6 +72,7 @@ function faultySubscription(sub: Subscription, hooks: FaultHooks): Subscription 
     },
     park: (position, info) => sub.park(position, info),
     fail: (info) => sub.fail(info),
+    outage: (active) => sub.outage(active),
     close: () => sub.close(),
     [Symbol.asyncIterator]: messages,
   };

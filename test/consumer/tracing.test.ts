@@ -1,5 +1,6 @@
 // OpenTelemetry traces with the SDK's in-memory exporter: an append records its trace in
-// metadata.traceparent, and the consumer's delivery, handler batch and commit are spans of it.
+// metadata.traceparent, and the consumer's delivery, handler batch, commit and effect dispatch are
+// spans of it.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { context, trace } from '@opentelemetry/api';
@@ -10,9 +11,23 @@ import {
   SimpleSpanProcessor,
   type ReadableSpan,
 } from '@opentelemetry/sdk-trace-base';
+import pg from 'pg';
 import { createConsumer } from '../../src/consumer/index.js';
+import type { ConsumerTarget } from '../../src/core/consumerTarget.js';
+import { createEffectDispatcher } from '../../src/effects/dispatcher.js';
+import { postgresTarget } from '../../src/postgres/target.js';
 import { openSqliteStore, sqliteTarget, type SqliteEventStore } from '../../src/sqlite/index.js';
-import { randomConsumer, randomStream, tempDir, until, type TempDir } from '../support/index.js';
+import {
+  createTempSchema,
+  randomConsumer,
+  randomStream,
+  tempDir,
+  until,
+  type TempDir,
+} from '../support/index.js';
+import { requireOrSkip } from '../support/services.js';
+
+const pgSkip = await requireOrSkip('postgres');
 
 describe('traces', () => {
   const exporter = new InMemorySpanExporter();
@@ -89,6 +104,92 @@ describe('traces', () => {
     assert.equal(deliver.attributes['idem.ack'], appended.lastPosition);
     assert.equal(handle.attributes['idem.outcome'], 'committed');
     assert.equal(handle.attributes['idem.processed'], 1);
+  });
+
+  /** Appends in a span, handles the event with an effect and dispatches it: the effect span's trace. */
+  async function effectTrace(target: ConsumerTarget<unknown>): Promise<void> {
+    const stream = randomStream('invoice');
+    const tracer = trace.getTracer('test');
+    const { traceId, appended } = await tracer.startActiveSpan('issue invoice', async (span) => {
+      const appended = await store.append(stream, [{ type: 'invoice.issued', data: { n: 7 } }]);
+      span.end();
+      return { traceId: span.spanContext().traceId, appended };
+    });
+    const append = named('idem.append').find((s) => s.spanContext().traceId === traceId)!;
+    const name = randomConsumer('mailer');
+    const consumer = createConsumer({
+      name,
+      source: store,
+      target,
+      filter: { streamPrefixes: [stream] },
+      effects: { liveFrom: 'start' },
+      handle: async (e, ctx) => {
+        await ctx.effect('send-receipt', { n: (e.data as { n: number }).n }, { key: `receipt-${e.id}` });
+      },
+    });
+    let calls = 0;
+    const dispatcher = createEffectDispatcher({
+      target,
+      handlers: {
+        'send-receipt': () => {
+          calls++;
+          if (calls === 1) throw new Error('mail server busy');
+          return { sent: true };
+        },
+      },
+      retry: { backoff: 'fixed', initialDelayMs: 0 },
+    });
+    try {
+      await consumer.start();
+      await consumer.whenCaughtUp();
+      await until(
+        async () => {
+          await dispatcher.runOnce();
+          return dispatcher.metrics().done > 0;
+        },
+        { message: 'the effect dispatched after one failed attempt' },
+      );
+    } finally {
+      await consumer.stop();
+      await dispatcher.stop();
+    }
+    const spans = named('idem.effect').filter((s) => s.spanContext().traceId === traceId);
+    assert.equal(spans.length, 2, 'both attempts are spans of the append trace');
+    const [first, second] = spans.sort(
+      (a, b) => Number(a.attributes['idem.effect.attempt']) - Number(b.attributes['idem.effect.attempt']),
+    );
+    for (const s of [first!, second!]) {
+      assert.equal(parentOf(s), append.spanContext().spanId, 'a child of the event trace context');
+      assert.equal(s.attributes['idem.consumer'], name);
+      assert.equal(s.attributes['idem.effect.key'], `receipt-${appended.ids[0]!}`);
+      assert.equal(s.attributes['idem.effect.kind'], 'send-receipt');
+    }
+    assert.equal(first!.attributes['idem.effect.attempt'], 1);
+    assert.equal(first!.attributes['idem.outcome'], 'retry');
+    assert.equal(second!.attributes['idem.effect.attempt'], 2);
+    assert.equal(second!.attributes['idem.outcome'], 'done');
+  }
+
+  it('makes effect dispatch a span of the append trace (SQLite target)', async () => {
+    const target = sqliteTarget(dir.file('effects.db'));
+    try {
+      await effectTrace(target);
+    } finally {
+      await target.close();
+    }
+  });
+
+  it('makes effect dispatch a span of the append trace (PostgreSQL target)', { skip: pgSkip }, async () => {
+    const schema = await createTempSchema();
+    const pool = new pg.Pool({ connectionString: schema.connectionString, max: 2 });
+    const target = postgresTarget(pool, { schema: schema.schema });
+    try {
+      await effectTrace(target);
+    } finally {
+      await target.close();
+      await pool.end();
+      await schema.drop();
+    }
   });
 
   it('treats a retried append from another trace as the same append', async () => {

@@ -184,6 +184,7 @@ describe('JetStream source (nats-server at 127.0.0.1:4222, SQLite store and targ
           ack: () => Promise.resolve(),
           park: (position, info) => sub.park(position, info),
           fail: (info) => sub.fail(info),
+          outage: (active) => sub.outage(active),
           close: () => sub.close(),
           [Symbol.asyncIterator]: () => sub[Symbol.asyncIterator](),
         };

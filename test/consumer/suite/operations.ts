@@ -5,7 +5,7 @@ import { until } from '../../support/until.js';
 import { withHarness } from '../support/harness.js';
 import type { MakeTargetFixture } from '../support/targetFixture.js';
 
-/** What operators do to a running consumer (pause, resume), and what it does by itself (redrive). */
+/** What operators do to a running consumer (pause, resume), and what it does by itself (redrive, outages). */
 export function describeOperations<Tx>(label: string, make: MakeTargetFixture<Tx>): void {
   describe(`consumer operations (${label})`, () => {
     it('a paused consumer shows paused, stays paused across a restart, and resumes at its cursor', () =>
@@ -81,6 +81,173 @@ export function describeOperations<Tx>(label: string, make: MakeTargetFixture<Tx
             code: 'invalid_input',
           });
         }
+      }));
+
+    it('an outage (every entity failing) pauses the consumer, probes, resumes by itself, and parks nothing', () =>
+      withHarness(make, async (h) => {
+        const streams = Array.from({ length: 6 }, () => randomStream('invoice'));
+        const expected = await h.appendAmounts(streams, 2);
+        let down = true;
+        let calls = 0;
+        const c = h.consumer({
+          onError: {
+            attempts: 1,
+            then: 'dead-letter',
+            outage: { entities: 3, window: '1h', probeDelay: 20, maxProbeDelay: 100 },
+          },
+          handle: async (e, ctx) => {
+            calls++;
+            if (down) throw new Error('payment provider unreachable');
+            await h.addAmount(e, ctx);
+          },
+        });
+        await c.start();
+        await until(() => c.status().state === 'paused', { message: 'paused by the outage' });
+        assert.equal(c.status().pause?.reason, 'outage');
+        assert.equal(c.status().pause?.by, null);
+        assert.equal(c.metrics().paused, true);
+        const stored = await until(async () => {
+          const info = await h.store.consumers.get(h.name);
+          return info.pause?.reason === 'outage' ? info : null;
+        });
+        assert.equal(stored.status, 'paused');
+        // Probes keep failing while the provider is down.
+        const before = calls;
+        await until(() => calls >= before + 2, { message: 'two more probes' });
+        assert.equal(c.status().state, 'paused');
+        assert.equal((await h.store.deadLetters.list(h.name, { all: true })).length, 0, 'nothing parked');
+        down = false;
+        await c.whenCaughtUp();
+        assert.deepEqual(await h.totals(), expected);
+        assert.notEqual(c.status().state, 'paused');
+        assert.equal((await h.store.consumers.get(h.name)).pause, null);
+        assert.equal(
+          (await h.store.deadLetters.list(h.name, { all: true })).length,
+          0,
+          'nothing was ever parked',
+        );
+        assert.equal(c.metrics().deadLetters, 0);
+      }));
+
+    it('an outage that starts one event per live batch parks nothing', () =>
+      withHarness(make, async (h) => {
+        const streams = Array.from({ length: 4 }, () => randomStream('invoice'));
+        let down = true;
+        const failedFor = new Set<string>();
+        const c = h.consumer({
+          batch: { size: 1 },
+          onError: {
+            attempts: 1,
+            then: 'dead-letter',
+            outage: { entities: 3, window: '1h', probeDelay: 20, maxProbeDelay: 100 },
+          },
+          handle: async (e, ctx) => {
+            if (down) {
+              failedFor.add(e.stream);
+              throw new Error('payment provider unreachable');
+            }
+            await h.addAmount(e, ctx);
+          },
+        });
+        await c.start();
+        await c.whenCaughtUp();
+        const expected = new Map<string, number>();
+        // Each event arrives alone, after the previous entity's failure: the streak spans batches.
+        for (const s of streams.slice(0, 3)) {
+          for (const [k, v] of await h.appendAmounts([s], 1)) expected.set(k, v);
+          await until(() => failedFor.has(s), { message: `the failure of ${s}` });
+        }
+        await until(() => c.status().state === 'paused', { message: 'paused by the outage' });
+        assert.equal(c.status().pause?.reason, 'outage');
+        assert.equal((await h.store.deadLetters.list(h.name, { all: true })).length, 0, 'nothing parked');
+        for (const [k, v] of await h.appendAmounts([streams[3]!], 1)) expected.set(k, v);
+        down = false;
+        await c.whenCaughtUp();
+        assert.deepEqual(await h.totals(), expected);
+        assert.notEqual(c.status().state, 'paused');
+        assert.equal(
+          (await h.store.deadLetters.list(h.name, { all: true })).length,
+          0,
+          'nothing was ever parked',
+        );
+        assert.equal(c.metrics().deadLetters, 0);
+      }));
+
+    it('a poison entity arriving one event per live batch is dead-lettered once another entity is handled', () =>
+      withHarness(make, async (h) => {
+        const poison = randomStream('invoice');
+        const others = Array.from({ length: 3 }, () => randomStream('invoice'));
+        let poisonCalls = 0;
+        const c = h.consumer({
+          batch: { size: 1 },
+          onError: {
+            attempts: 1,
+            then: 'dead-letter',
+            outage: { entities: 2, window: '1h', probeDelay: 20 },
+          },
+          handle: async (e, ctx) => {
+            if (e.stream === poison) {
+              poisonCalls++;
+              throw new Error('bad invoice data');
+            }
+            await h.addAmount(e, ctx);
+          },
+        });
+        await c.start();
+        await c.whenCaughtUp();
+        await h.appendAmounts([poison], 1);
+        await until(() => poisonCalls >= 1, { message: 'the poison event to fail' });
+        // Held while an outage may be forming: not dead-lettered yet.
+        assert.equal((await h.store.deadLetters.list(h.name, { all: true })).length, 0);
+        const expected = new Map<string, number>();
+        for (const s of others) for (const [k, v] of await h.appendAmounts([s], 1)) expected.set(k, v);
+        const letters = await until(async () => {
+          const l = await h.store.deadLetters.list(h.name);
+          return l.length > 0 ? l : null;
+        });
+        await c.whenCaughtUp();
+        assert.deepEqual(
+          letters.map((l) => [l.event.stream, l.event.version]),
+          [[poison, 1]],
+        );
+        const totals = await h.totals();
+        for (const s of others) assert.equal(totals.get(s), expected.get(s));
+        assert.equal(totals.get(poison), undefined);
+        assert.notEqual(c.status().state, 'paused');
+      }));
+
+    it('a poison event (one entity failing) is still dead-lettered; the others are handled', () =>
+      withHarness(make, async (h) => {
+        const poison = randomStream('invoice');
+        const others = Array.from({ length: 5 }, () => randomStream('invoice'));
+        const expected = await h.appendAmounts([poison, ...others], 3);
+        const c = h.consumer({
+          onError: {
+            attempts: 1,
+            then: 'dead-letter',
+            outage: { entities: 2, window: '1h', probeDelay: 20 },
+          },
+          handle: async (e, ctx) => {
+            if (e.stream === poison) throw new Error('bad invoice data');
+            await h.addAmount(e, ctx);
+          },
+        });
+        await c.start();
+        await c.whenCaughtUp();
+        const totals = await h.totals();
+        for (const s of others) assert.equal(totals.get(s), expected.get(s));
+        assert.equal(totals.get(poison), undefined);
+        const letters = await h.store.deadLetters.list(h.name);
+        assert.deepEqual(
+          letters.map((l) => [l.event.stream, l.event.version]),
+          [
+            [poison, 1],
+            [poison, 2],
+            [poison, 3],
+          ],
+        );
+        assert.notEqual(c.status().state, 'paused');
+        assert.equal((await h.store.consumers.get(h.name)).pause, null);
       }));
   });
 }

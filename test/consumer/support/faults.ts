@@ -62,6 +62,10 @@ class FaultySubscription implements Subscription {
   park(position: number, info: ParkInfo): Promise<void> {
     return this.inner.park(position, info);
   }
+  outage(active: boolean): Promise<void> {
+    return this.inner.outage(active);
+  }
+
   fail(info: FailureInfo): Promise<void> {
     return this.inner.fail(info);
   }
