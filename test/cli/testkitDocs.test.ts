@@ -26,17 +26,18 @@ describe('docs/testkit.md', () => {
         module.replace('    source,\n', `    source,\n    ${wrongGuard},\n`),
       );
       const [good, wrong] = await Promise.all([
-        idem(['verify', '--consumer', dir.file('balances.mts')]),
-        idem(['verify', '--consumer', dir.file('balances-wrong.mts')]),
+        idem(['verify', '--consumer', dir.file('balances.mts'), '--seed', '1234']),
+        idem(['verify', '--consumer', dir.file('balances-wrong.mts'), '--seed', '1234']),
       ]);
       assert.equal(good.code, 0, good.stderr + good.stdout);
-      assert.match(good.stdout, /^balances_v1: 200 events on sqlite \(temporary files\)/);
+      // The page's commands and their first line: 35 events derived from the samples with seed 1234.
+      assert.match(
+        good.stdout,
+        /^balances_v1: 35 events derived from 3 of 4 samples with seed 1234 \(replay: --seed 1234\) on sqlite \(temporary files\)/,
+      );
       assert.match(good.stdout, /ok: every statement holds\n$/);
       assert.equal(wrong.code, 1, wrong.stderr + wrong.stdout);
-      assert.match(
-        wrong.stdout,
-        /Every effect has a stable deduplication key +FAILS +clean +2 of 200 events/,
-      );
+      assert.match(wrong.stdout, /Every effect has a stable deduplication key +FAILS +clean +2 of 35 events/);
       assert.match(wrong.stdout, /two different facts share a dedup key and one is lost/);
     } finally {
       await dir.cleanup();
