@@ -21,10 +21,6 @@ export interface BatchDeps<Tx> {
   holdGap?(e: RecordedEvent): boolean;
   /** Outage detection, when on: told of every event handled and of every event about to be dead-lettered. */
   outage?: OutageDetector | null;
-  /** Records that `e` failed while an outage may be forming: it is held, and delivered again after a backoff. */
-  holdFailed?(e: RecordedEvent, error: Error, attempts: number): void;
-  /** How a held event failed, when it has proved to be isolated poison since: it is dead-lettered without another try. */
-  isolatedFailure?(e: RecordedEvent): { error: Error; attempts: number } | null;
 }
 
 /** A failed try of one event in an earlier transaction of the batch. */
@@ -103,7 +99,6 @@ export class BatchTransaction<Tx> {
 
   private readonly events: RecordedEvent[];
   private readonly tried: ReadonlyMap<number, Tried> | null;
-  private readonly redelivery: boolean;
 
   private constructor(
     private readonly deps: BatchDeps<Tx>,
@@ -114,7 +109,6 @@ export class BatchTransaction<Tx> {
     this.o = deps.options;
     this.events = rest.events;
     this.tried = rest.tried;
-    this.redelivery = rest.redelivery;
     this.record = new BatchRecorder(rest.parkedBehind);
     this.invoker = new Invoker(this.o, t, rest.redelivery, this.record);
   }
@@ -142,8 +136,6 @@ export class BatchTransaction<Tx> {
     const held: RecordedEvent[] = [];
     const heldStreams = new Set<string>();
     let firstHeld = events.length;
-    /** The first event held because it failed while an outage may be forming. */
-    let failHeld: { index: number; event: RecordedEvent } | null = null;
     for (let i = 0; i < plan.fresh.length; i++) {
       const e = plan.fresh[i]!;
       if (record.parkedBehind.has(e.stream)) {
@@ -156,10 +148,8 @@ export class BatchTransaction<Tx> {
         continue;
       }
       const keys = plan.keys[i]!;
-      const poison = this.deps.isolatedFailure?.(e);
       let step: Step;
-      if (poison) step = failed(poison.error, poison.attempts);
-      else if (!Array.isArray(keys)) step = failed(keys, 0);
+      if (!Array.isArray(keys)) step = failed(keys, 0);
       else if (plan.isDuplicate(e, keys)) {
         tally.duplicates++;
         continue;
@@ -184,31 +174,16 @@ export class BatchTransaction<Tx> {
         break;
       }
       if (this.o.onError.then === 'dead-letter' && !step.fatal) {
-        const verdict = this.deps.outage?.failed(e.stream) ?? 'park';
-        if (verdict === 'outage') {
-          // The events dead-lettered or held earlier in this transaction are not parked after all:
-          // the cursor stays before the first of them, and the probe starts with it.
-          const first = [lettered[0], failHeld].reduce((a, b) => (a && (!b || a.index < b.index) ? a : b));
+        if (this.deps.outage?.failed(e.stream)) {
+          // The events dead-lettered earlier in this transaction are not parked after all: the
+          // cursor stays before the first of them, and the probe starts with it.
+          const first = lettered[0];
           outage = { error: step.error, event: first?.event ?? e };
           ackIndex = plan.start + (first?.index ?? i) - 1;
-          // The events from there on are handled after the outage, not delivered again with the next batch.
-          const from = outage.event.position;
-          held.splice(0, held.length, ...held.filter((h) => h.position < from));
           record.parks.length = 0;
           tally.deadLetters = 0;
           tally.parked = 0;
           break;
-        }
-        // A redelivered event (a dead letter retried or redriven) may be behind the cursor: it is
-        // never held (a later delivery would take it for a duplicate), it is parked again.
-        if (verdict === 'hold' && !this.redelivery) {
-          // An outage may be forming: the entity waits (its later events behind it), the others go on.
-          this.deps.holdFailed?.(e, step.error, step.attempts);
-          failHeld ??= { index: i, event: e };
-          held.push(e);
-          heldStreams.add(e.stream);
-          firstHeld = Math.min(firstHeld, plan.start + i);
-          continue;
         }
         lettered.push({ index: i, event: e });
         record.deadLetter(e, step.error, Math.max(1, step.attempts), this.o.onError.redrive);
@@ -246,7 +221,7 @@ export class BatchTransaction<Tx> {
 
   /** Counts an event as handled: its ledger keys and entity version are written with the batch. */
   private handled(e: RecordedEvent, keys: string[]): void {
-    this.deps.outage?.succeeded(e.stream);
+    this.deps.outage?.succeeded();
     this.plan.markApplied(e, keys);
     this.record.handled(e, keys);
   }

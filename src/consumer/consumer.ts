@@ -97,11 +97,6 @@ class ConsumerRuntime<Tx> implements Consumer {
   private held: RecordedEvent[] = [];
   /** When each held entity was first held. */
   private heldSince = new Map<string, number>();
-  /** Entities held because they failed while an outage may be forming: how often, and when to try again. */
-  private failHeld = new Map<
-    string,
-    { holds: number; dueAt: number; position: number; error: Error; attempts: number }
-  >();
   /** The position the runtime would have acknowledged but for the held events, and a caught-up marker seen meanwhile. */
   private withheld: { ack: number; caughtUp: number } = { ack: 0, caughtUp: -1 };
   /** Tells an outage from poison, when `onError.outage` is on. */
@@ -253,7 +248,6 @@ class ConsumerRuntime<Tx> implements Consumer {
     // A new subscription delivers again whatever was held.
     this.held = [];
     this.heldSince.clear();
-    this.failHeld.clear();
     this.withheld = { ack: 0, caughtUp: -1 };
     let pending: Promise<Work> | null = null;
     for (;;) {
@@ -348,18 +342,12 @@ class ConsumerRuntime<Tx> implements Consumer {
     return all;
   }
 
-  /**
-   * The next work, or `held_due` once the oldest held entity has waited `gapWaitMs` (its gap is then
-   * recovered), or a failing entity's backoff has passed (it is tried again).
-   */
+  /** The next work, or `held_due` once the oldest held entity has waited `gapWaitMs` (its gap is then recovered). */
   private async orHeldDue(next: Promise<Work>): Promise<Work | 'held_due'> {
-    let dueAt = Infinity;
-    for (const since of this.heldSince.values()) dueAt = Math.min(dueAt, since + this.o.gapWaitMs);
-    for (const f of this.failHeld.values()) dueAt = Math.min(dueAt, f.dueAt);
-    if (dueAt === Infinity) return next;
+    const oldest = Math.min(...this.heldSince.values());
     let timer: NodeJS.Timeout | undefined;
     const due = new Promise<'held_due'>((resolve) => {
-      timer = setTimeout(() => resolve('held_due'), Math.max(0, dueAt - Date.now()));
+      timer = setTimeout(() => resolve('held_due'), Math.max(0, oldest + this.o.gapWaitMs - Date.now()));
     });
     try {
       return await Promise.race([next, due]);
@@ -374,27 +362,6 @@ class ConsumerRuntime<Tx> implements Consumer {
     const since = this.heldSince.get(e.stream) ?? now;
     this.heldSince.set(e.stream, since);
     return now - since < this.o.gapWaitMs;
-  }
-
-  /**
-   * Holds `e`, which failed while an outage may be forming, for the error policy's backoff (or the
-   * outage's probe delay without one), growing with each hold of its entity.
-   */
-  private holdFailed(e: RecordedEvent, error: Error, attempts: number): void {
-    const holds = (this.failHeld.get(e.stream)?.holds ?? 0) + 1;
-    const policy = this.o.onError;
-    const delayMs =
-      policy.backoff === 'exponential'
-        ? backoffDelay(holds, policy.initialDelayMs, policy.maxDelayMs)
-        : this.detector!.probeDelay(holds);
-    const dueAt = Date.now() + Math.max(10, delayMs);
-    this.failHeld.set(e.stream, { holds, dueAt, position: e.position, error, attempts });
-  }
-
-  /** A held failing event whose entity has proved to be isolated poison: how it failed. */
-  private isolatedFailure(e: RecordedEvent): { error: Error; attempts: number } | null {
-    const f = this.failHeld.get(e.stream);
-    return f?.position === e.position && this.detector?.isolatedNow(e.stream) ? f : null;
   }
 
   /** Runs a delivered batch; when its failures make an outage, rides the outage out and goes on after it. */
@@ -508,16 +475,13 @@ class ConsumerRuntime<Tx> implements Consumer {
         park: (position, info) => sub.park(position, info),
         traceparent,
         outage: options === this.o ? this.detector : null,
-        holdFailed: (e: RecordedEvent, error: Error, attempts: number) => this.holdFailed(e, error, attempts),
-        isolatedFailure: (e: RecordedEvent) => this.isolatedFailure(e),
         ...(this.o.gaps === 'wait' && { holdGap: (e: RecordedEvent) => this.holdGap(e) }),
       },
       events,
       redelivery,
     );
     let ackPosition = outcome.ackPosition;
-    // Held events (a version gap, or a failure while an outage may be forming) keep the acknowledgement back.
-    if (this.o.gaps === 'wait' || this.detector) ackPosition = this.afterHolding(events, outcome);
+    if (this.o.gaps === 'wait') ackPosition = this.afterHolding(events, outcome);
     const now = Date.now();
     const t = outcome.tally;
     this.m.add('batches', t.transactions);
@@ -568,7 +532,6 @@ class ConsumerRuntime<Tx> implements Consumer {
     this.held = outcome.held;
     const streams = new Set(this.held.map((e) => e.stream));
     for (const s of this.heldSince.keys()) if (!streams.has(s)) this.heldSince.delete(s);
-    for (const s of this.failHeld.keys()) if (!streams.has(s)) this.failHeld.delete(s);
     if (outcome.stop) return outcome.ackPosition;
     if (this.held.length > 0) {
       this.withheld.ack = Math.max(this.withheld.ack, events[events.length - 1]!.position);
