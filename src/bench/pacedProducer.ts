@@ -1,5 +1,7 @@
 import { setTimeout as delay } from 'node:timers/promises';
+import type { EventStore } from '../core/eventStore.js';
 import { monotonicMs } from './commitClock.js';
+import { newEvent, streamOf } from './workload.js';
 
 export interface PacedSends {
   /** When the schedule started (`monotonicMs`). */
@@ -42,4 +44,50 @@ export async function pacedSends(
     await delay(1);
   }
   return { startMs, sentAt, lateMs };
+}
+
+/** What a producer child process tells its parent (see liveServerChild.ts). */
+export type ServerChildMessage =
+  | { kind: 'ready'; url: string }
+  | ({ kind: 'sent'; ids: string[] } & PacedSends)
+  | { kind: 'error'; message: string };
+
+/** What the parent tells a producer child: start appending, or close. */
+export type ParentMessage = { kind: 'go' } | { kind: 'close' };
+
+/** Sends a message to the parent process. */
+export function tellParent(m: ServerChildMessage): void {
+  process.send?.(m);
+}
+
+/**
+ * A producer child's side of the IPC: says `ready` with `url`; on `go` appends `total` events at
+ * `rate` per second to `store` and reports `sent` once every append is acknowledged. Resolves on
+ * `close` or when the parent goes.
+ */
+export function serveProducer(
+  store: Pick<EventStore, 'append'>,
+  total: number,
+  rate: number,
+  url: string,
+): Promise<void> {
+  const closed = new Promise<void>((resolve) => {
+    process.on('message', (m: ParentMessage) => {
+      if (m.kind === 'close') resolve();
+      if (m.kind !== 'go') return;
+      const events = Array.from({ length: total }, (_, i) => newEvent(i));
+      const appends: Promise<unknown>[] = [];
+      pacedSends(total, rate, (i) => appends.push(store.append(streamOf(i), [events[i]!])))
+        .then(async (sends) => {
+          await Promise.all(appends);
+          tellParent({ kind: 'sent', ids: events.map((e) => e.id), ...sends });
+        })
+        .catch((err: unknown) =>
+          tellParent({ kind: 'error', message: err instanceof Error ? err.message : String(err) }),
+        );
+    });
+    process.on('disconnect', resolve);
+  });
+  tellParent({ kind: 'ready', url });
+  return closed;
 }
