@@ -31,6 +31,8 @@ import type {
 import type { SubscriptionSource } from './subscriptionSource.js';
 
 const LAG_QUERIES_AT_ONCE = 8;
+/** Tries at registering a group member's record and taking its lease, each undone by another member's sweep. */
+const JOIN_ATTEMPTS = 5;
 
 /** `consumers.*` over a state backend and the store's reads. */
 export class EngineConsumerAdmin implements ConsumerAdmin {
@@ -167,15 +169,7 @@ export class EngineConsumerAdmin implements ConsumerAdmin {
     // Stateless (any server process may answer a remote member): the stored epoch of the member's own lease.
     const state = await this.backend.get(record);
     const renewed = state?.owner === member ? await this.backend.renew(record, state.epoch, ttlMs) : null;
-    if (!renewed?.ok) {
-      const reg = await this.backend.register(record, {}, 0);
-      if (!reg.ok) throw new ConsumerIdentityConflictError(record, reg.existingFilter, {});
-      const lease = await this.backend.acquire(record, member, ttlMs);
-      if (!lease.ok) {
-        if (lease.reason === 'busy') throw new ConsumerBusyError(record, lease.owner, lease.leaseExpiresAt);
-        throw new NotFoundError('consumer', record);
-      }
-    }
+    if (!renewed?.ok) await this.joinAs(record, member, ttlMs);
     const now = Date.now();
     const members: string[] = [];
     for (const r of await this.backend.list()) {
@@ -187,6 +181,21 @@ export class EngineConsumerAdmin implements ConsumerAdmin {
     }
     if (!members.includes(member)) members.push(member);
     return members.sort();
+  }
+
+  /**
+   * Registers the member's record and takes its lease. Another member's sweep deletes records without
+   * a live lease, so it may delete this one between the two steps: then both are done again.
+   */
+  private async joinAs(record: string, member: string, ttlMs: number): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      const reg = await this.backend.register(record, {}, 0);
+      if (!reg.ok) throw new ConsumerIdentityConflictError(record, reg.existingFilter, {});
+      const lease = await this.backend.acquire(record, member, ttlMs);
+      if (lease.ok) return;
+      if (lease.reason === 'busy') throw new ConsumerBusyError(record, lease.owner, lease.leaseExpiresAt);
+      if (attempt === JOIN_ATTEMPTS) throw new NotFoundError('consumer', record);
+    }
   }
 
   async leaveGroup(name: string, member: string): Promise<void> {

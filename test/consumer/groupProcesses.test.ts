@@ -20,15 +20,21 @@ function startMember(storePath: string, targetPath: string): Promise<ChildProces
       process.execPath,
       ['--import', 'tsx', CHILD, storePath, targetPath, String(PARTITIONS)],
       {
-        stdio: ['ignore', 'pipe', 'inherit'],
+        stdio: ['ignore', 'pipe', 'pipe'],
       },
     );
+    // The member's error output, kept to name the cause when it exits with an error.
+    let errors = '';
+    child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
+      errors = (errors + chunk).slice(-4000);
+      process.stderr.write(chunk);
+    });
     createInterface({ input: child.stdout }).on('line', (line) => {
       if (line === 'ready') done(child);
     });
     child.on('error', fail);
     child.on('exit', (code, signal) => {
-      if (signal === null && code !== 0) fail(new Error(`member exited with ${code}`));
+      if (signal === null && code !== 0) fail(new Error(`member exited with ${code}: ${errors}`));
     });
   });
 }
