@@ -542,8 +542,10 @@ class ConsumerRuntime<Tx> implements Consumer {
     // The batch had the held events (merged into it), except while an outage is ridden out: then the
     // runtime may still hold events from before the outage's first event.
     for (const e of outcome.held) this.held.push(e);
-    const streams = new Set(this.held.map((e) => e.stream));
-    for (const s of this.heldSince.keys()) if (!streams.has(s)) this.heldSince.delete(s);
+    if (this.heldSince.size > 0) {
+      const streams = new Set(this.held.map((e) => e.stream));
+      for (const s of this.heldSince.keys()) if (!streams.has(s)) this.heldSince.delete(s);
+    }
     if (outcome.stop) return outcome.ackPosition;
     // The events from the outage's first event on are handled after it: what was withheld is
     // acknowledged with them, not before.
