@@ -19,8 +19,10 @@ export interface BatchDeps<Tx> {
   traceparent?: string | undefined;
   /** Under `gaps: 'wait'`: true while an event with a version gap is to be held, not recovered yet. */
   holdGap?(e: RecordedEvent): boolean;
-  /** Outage detection, when on: told of every event handled and of every event about to be dead-lettered. */
+  /** Outage detection, when on: told of every event handled and of every event failing for good; holds failures. */
   outage?: OutageDetector | null;
+  /** The first position the runtime holds outside this batch (Infinity for none): nothing from it on is checkpointed. */
+  heldFrom?: number;
 }
 
 /** A failed try of one event in an earlier transaction of the batch. */
@@ -58,6 +60,8 @@ export interface Remaining {
   tried: ReadonlyMap<number, Tried> | null;
   /** Streams parked by earlier transactions of the batch. */
   parkedBehind: ReadonlySet<string>;
+  /** The first position held so far (by the runtime or an earlier transaction of the batch): never checkpointed or acknowledged. */
+  heldFrom: number;
 }
 
 /** How handling one event went: null once it is handled. */
@@ -76,7 +80,10 @@ export interface Committed {
   retry: (Later & { resumeAt: number }) | null;
   tally: BatchTally;
   parkedBehind: ReadonlySet<string>;
-  /** Events held for a version gap (`gaps: 'wait'`), with their entities' later ones: not handled, not acknowledged. */
+  /**
+   * Events held for a version gap (`gaps: 'wait'`) or for a failure while an outage may be forming,
+   * with their entities' later ones: not handled, not acknowledged.
+   */
   held: RecordedEvent[];
 }
 
@@ -96,9 +103,13 @@ export class BatchTransaction<Tx> {
   private readonly invoker: Invoker<Tx>;
   /** Events staged for the batch handler, handled together by `flush`. */
   private pending: Pending[] = [];
+  /** Held failures found to be poison: their last attempt, by position. */
+  private readonly lastTries = new Map<number, Tried>();
 
   private readonly events: RecordedEvent[];
   private readonly tried: ReadonlyMap<number, Tried> | null;
+  private readonly redelivery: boolean;
+  private readonly heldFrom: number;
 
   private constructor(
     private readonly deps: BatchDeps<Tx>,
@@ -109,6 +120,8 @@ export class BatchTransaction<Tx> {
     this.o = deps.options;
     this.events = rest.events;
     this.tried = rest.tried;
+    this.redelivery = rest.redelivery;
+    this.heldFrom = rest.heldFrom;
     this.record = new BatchRecorder(rest.parkedBehind);
     this.invoker = new Invoker(this.o, t, rest.redelivery, this.record);
   }
@@ -136,6 +149,14 @@ export class BatchTransaction<Tx> {
     const held: RecordedEvent[] = [];
     const heldStreams = new Set<string>();
     let firstHeld = events.length;
+    /** Index in `fresh` of the first event held for a failure: an outage's probe starts there at the latest. */
+    let failHeld = Infinity;
+    const hold = (i: number, e: RecordedEvent): void => {
+      held.push(e);
+      heldStreams.add(e.stream);
+      firstHeld = Math.min(firstHeld, plan.start + i);
+    };
+    const detector = this.deps.outage ?? null;
     for (let i = 0; i < plan.fresh.length; i++) {
       const e = plan.fresh[i]!;
       if (record.parkedBehind.has(e.stream)) {
@@ -148,16 +169,30 @@ export class BatchTransaction<Tx> {
         continue;
       }
       const keys = plan.keys[i]!;
+      // A failure held while an outage may be forming is not tried again: it waits until it is poison.
+      const prior = detector?.heldFailure(e) ?? null;
+      if (prior && !prior.poison) {
+        failHeld = Math.min(failHeld, i);
+        hold(i, e);
+        continue;
+      }
+      // Found to be poison: dead-lettered with the failure it had; after a streak of several
+      // entities, only once one last attempt fails too (their shared cause may have passed).
+      if (prior?.shared)
+        this.lastTries.set(e.position, {
+          attempts: this.o.onError.attempts - 1,
+          error: prior.error,
+          waited: true,
+        });
       let step: Step;
-      if (!Array.isArray(keys)) step = failed(keys, 0);
+      if (prior && !prior.shared) step = failed(prior.error, prior.attempts);
+      else if (!Array.isArray(keys)) step = failed(keys, 0);
       else if (plan.isDuplicate(e, keys)) {
         tally.duplicates++;
         continue;
       } else if (plan.hasGap(e) && this.deps.holdGap?.(e)) {
         // The missing versions may still arrive: the entity waits, the others go on.
-        held.push(e);
-        heldStreams.add(e.stream);
-        firstHeld = Math.min(firstHeld, plan.start + i);
+        hold(i, e);
         continue;
       } else {
         step = plan.hasGap(e) ? await this.recoverGap(e) : null;
@@ -174,16 +209,29 @@ export class BatchTransaction<Tx> {
         break;
       }
       if (this.o.onError.then === 'dead-letter' && !step.fatal) {
-        if (this.deps.outage?.failed(e.stream)) {
-          // The events dead-lettered earlier in this transaction are not parked after all: the
-          // cursor stays before the first of them, and the probe starts with it.
-          const first = lettered[0];
-          outage = { error: step.error, event: first?.event ?? e };
-          ackIndex = plan.start + (first?.index ?? i) - 1;
+        // A held failure that failed its last attempt is dead-lettered; it was counted when it failed.
+        const verdict = prior || !detector ? 'park' : detector.failed(e.stream);
+        if (verdict === 'outage') {
+          // The events held or dead-lettered earlier in this transaction are not parked after all:
+          // the cursor stays before the first of them, and the probe starts with it.
+          const first = Math.min(i, failHeld, lettered[0]?.index ?? Infinity);
+          outage = { error: step.error, event: plan.fresh[first]! };
+          ackIndex = plan.start + first - 1;
+          // The events from there on are handled after the outage, not delivered again with the next batch.
+          const from = outage.event.position;
+          held.splice(0, held.length, ...held.filter((h) => h.position < from));
           record.parks.length = 0;
           tally.deadLetters = 0;
           tally.parked = 0;
           break;
+        }
+        // A redelivered event (a dead letter retried or redriven) may be behind the checkpoint: it is
+        // never held (the next delivery would take it for a duplicate), it is parked again.
+        if (verdict === 'hold' && !this.redelivery) {
+          detector!.hold(e, step.error, step.attempts);
+          failHeld = Math.min(failHeld, i);
+          hold(i, e);
+          continue;
         }
         lettered.push({ index: i, event: e });
         record.deadLetter(e, step.error, Math.max(1, step.attempts), this.o.onError.redrive);
@@ -197,6 +245,7 @@ export class BatchTransaction<Tx> {
     if (flushed) return flushed;
     // Nothing at or after a held event is acknowledged (or checkpointed) until it is handled.
     ackIndex = Math.min(ackIndex, firstHeld - 1);
+    while (ackIndex >= 0 && events[ackIndex]!.position >= this.heldFrom) ackIndex--;
     const ackPosition = ackIndex >= 0 ? events[ackIndex]!.position : null;
     await this.t.record(this.o.targetName, {
       entries: record.entries,
@@ -205,7 +254,7 @@ export class BatchTransaction<Tx> {
       epoch: this.deps.epoch,
     });
     for (const p of record.parks) await this.deps.park(p.position, p.info);
-    for (const l of lettered) if (!outage) this.deps.outage?.parked.add(l.event.stream);
+    if (!outage) for (const l of lettered) detector?.deadLettered(l.event.stream);
     tally.transactions = 1;
     return {
       kind: 'committed',
@@ -221,7 +270,7 @@ export class BatchTransaction<Tx> {
 
   /** Counts an event as handled: its ledger keys and entity version are written with the batch. */
   private handled(e: RecordedEvent, keys: string[]): void {
-    this.deps.outage?.succeeded();
+    this.deps.outage?.succeeded(e.stream);
     this.plan.markApplied(e, keys);
     this.record.handled(e, keys);
   }
@@ -231,14 +280,15 @@ export class BatchTransaction<Tx> {
    * when it failed before or `handle` is on the slow path.
    */
   private apply(e: RecordedEvent, keys: string[], recovered: boolean): Step | Promise<Step> {
-    const before = this.tried?.get(e.position);
+    const before = this.lastTries.get(e.position) ?? this.tried?.get(e.position);
     if (this.o.handleBatch && !before) {
       this.pending.push({ e, recovered });
       this.handled(e, keys);
       return null;
     }
-    // Past here `handle` (nothing is ever staged) or an event that failed before (only on the slow path).
-    if (this.tried) return this.applyAlone(e, keys, recovered, before);
+    // Past here `handle` (nothing is ever staged) or an event that failed before (a held failure's
+    // last attempt, or on the slow path).
+    if (this.tried || before) return this.applyAlone(e, keys, recovered, before);
     const r = this.invoker.bare({ e, recovered });
     if (r === null) {
       this.handled(e, keys);

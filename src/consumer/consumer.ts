@@ -93,9 +93,12 @@ class ConsumerRuntime<Tx> implements Consumer {
   private waiters = new Set<Waiter>();
   private lastReport = 0;
   private reportTimer: NodeJS.Timeout | null = null;
-  /** `gaps: 'wait'`: events held for a version gap, delivered again with the next batch. */
+  /**
+   * Events held (a version gap under `gaps: 'wait'`, a failure while an outage may be forming, and
+   * their entities' later events): delivered again with the next batch, or once due.
+   */
   private held: RecordedEvent[] = [];
-  /** When each held entity was first held. */
+  /** When each entity held for a version gap was first held. */
   private heldSince = new Map<string, number>();
   /** The position the runtime would have acknowledged but for the held events, and a caught-up marker seen meanwhile. */
   private withheld: { ack: number; caughtUp: number } = { ack: 0, caughtUp: -1 };
@@ -245,9 +248,10 @@ class ConsumerRuntime<Tx> implements Consumer {
 
   private async consume(run: Run, sub: Subscription): Promise<'ended' | 'failed'> {
     const batcher = new MessageBatcher(sub[Symbol.asyncIterator](), this.o.batch);
-    // A new subscription delivers again whatever was held.
+    // A new subscription delivers again whatever was held; held failures are tried afresh.
     this.held = [];
     this.heldSince.clear();
+    this.detector?.reset();
     this.withheld = { ack: 0, caughtUp: -1 };
     let pending: Promise<Work> | null = null;
     for (;;) {
@@ -342,12 +346,17 @@ class ConsumerRuntime<Tx> implements Consumer {
     return all;
   }
 
-  /** The next work, or `held_due` once the oldest held entity has waited `gapWaitMs` (its gap is then recovered). */
+  /**
+   * The next work, or `held_due` once the oldest entity held for a gap has waited `gapWaitMs` (its
+   * gap is then recovered), or a held failure may be poison (it is then dead-lettered).
+   */
   private async orHeldDue(next: Promise<Work>): Promise<Work | 'held_due'> {
-    const oldest = Math.min(...this.heldSince.values());
+    let dueAt = this.detector?.dueAt() ?? Infinity;
+    for (const since of this.heldSince.values()) dueAt = Math.min(dueAt, since + this.o.gapWaitMs);
+    if (dueAt === Infinity) return next;
     let timer: NodeJS.Timeout | undefined;
     const due = new Promise<'held_due'>((resolve) => {
-      timer = setTimeout(() => resolve('held_due'), Math.max(0, oldest + this.o.gapWaitMs - Date.now()));
+      timer = setTimeout(() => resolve('held_due'), Math.max(0, dueAt - Date.now()));
     });
     try {
       return await Promise.race([next, due]);
@@ -475,13 +484,14 @@ class ConsumerRuntime<Tx> implements Consumer {
         park: (position, info) => sub.park(position, info),
         traceparent,
         outage: options === this.o ? this.detector : null,
+        heldFrom: this.held.reduce((min, e) => Math.min(min, e.position), Infinity),
         ...(this.o.gaps === 'wait' && { holdGap: (e: RecordedEvent) => this.holdGap(e) }),
       },
       events,
       redelivery,
     );
     let ackPosition = outcome.ackPosition;
-    if (this.o.gaps === 'wait') ackPosition = this.afterHolding(events, outcome);
+    if (this.o.gaps === 'wait' || this.detector) ackPosition = this.afterHolding(events, outcome);
     const now = Date.now();
     const t = outcome.tally;
     this.m.add('batches', t.transactions);
@@ -529,10 +539,17 @@ class ConsumerRuntime<Tx> implements Consumer {
    * while any is held; once none is, everything the batches committed meanwhile.
    */
   private afterHolding(events: RecordedEvent[], outcome: BatchOutcome): number | null {
-    this.held = outcome.held;
-    const streams = new Set(this.held.map((e) => e.stream));
-    for (const s of this.heldSince.keys()) if (!streams.has(s)) this.heldSince.delete(s);
+    // The batch had the held events (merged into it), except while an outage is ridden out: then the
+    // runtime may still hold events from before the outage's first event.
+    for (const e of outcome.held) this.held.push(e);
+    if (this.heldSince.size > 0) {
+      const streams = new Set(this.held.map((e) => e.stream));
+      for (const s of this.heldSince.keys()) if (!streams.has(s)) this.heldSince.delete(s);
+    }
     if (outcome.stop) return outcome.ackPosition;
+    // The events from the outage's first event on are handled after it: what was withheld is
+    // acknowledged with them, not before.
+    if (outcome.outage) this.withheld.ack = 0;
     if (this.held.length > 0) {
       this.withheld.ack = Math.max(this.withheld.ack, events[events.length - 1]!.position);
       return outcome.ackPosition;

@@ -185,6 +185,13 @@ export interface OutageOption {
   entities?: number;
   /** The window: ms or a text like `'30s'` (100 ms to 1 hour). @default '30s' */
   window?: number | string;
+  /**
+   * How long failures are held while no new entity fails: an entity whose event failed for good is
+   * held (not dead-lettered) while an outage may be forming, and dead-lettered as poison once the
+   * streak has not grown for `hold` (ms or text, 10 ms to 1 hour). An event of another entity handled
+   * meanwhile makes it poison at once. @default '1s'
+   */
+  hold?: number | string;
   /** First delay between probes: ms or text (10 ms to 1 hour); doubles up to `maxProbeDelay`. @default '1s' */
   probeDelay?: number | string;
   /** Longest delay between probes (at least `probeDelay`, at most 1 hour). @default '60s' */
@@ -194,6 +201,7 @@ export interface OutageOption {
 const OUTAGE_OPTION_KEYS = {
   entities: true,
   window: true,
+  hold: true,
   probeDelay: true,
   maxProbeDelay: true,
 } as const satisfies KnownKeys<OutageOption>;
@@ -443,6 +451,7 @@ function resolveRedrive(
 export interface ResolvedOutage {
   entities: number;
   windowMs: number;
+  holdMs: number;
   probeDelayMs: number;
   maxProbeDelayMs: number;
 }
@@ -469,6 +478,7 @@ function resolveOutage(
   return {
     entities: boundedInt(value?.entities, 'onError.outage.entities', 2, 10_000, 10),
     windowMs: durationWithin(value?.window, 'onError.outage.window', 100, HOUR_MS, 30_000),
+    holdMs: durationWithin(value?.hold, 'onError.outage.hold', 10, HOUR_MS, 1000),
     probeDelayMs,
     maxProbeDelayMs: durationWithin(
       value?.maxProbeDelay,

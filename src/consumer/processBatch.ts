@@ -16,7 +16,7 @@ export interface BatchOutcome {
   /** Set when failures make an outage at this event (not dead-lettered; cursor stays before it). */
   outage: { error: Error; event: RecordedEvent } | null;
   tally: BatchTally;
-  /** Events held for a version gap (`gaps: 'wait'`): the runtime delivers them again with a later batch. */
+  /** Events held (a version gap under `gaps: 'wait'`, a failure while an outage may be forming): the runtime delivers them again with a later batch. */
   held: RecordedEvent[];
 }
 
@@ -42,6 +42,8 @@ async function transaction<Tx>(deps: BatchDeps<Tx>, rest: Remaining): Promise<Co
   };
   return traced('idem.handle', { parent: deps.traceparent, attributes }, async (span) => {
     let commit: OpenSpan | null = null;
+    // What the transaction tells the outage detector counts only if it commits.
+    const before = deps.outage?.snapshot() ?? null;
     try {
       const outcome = await deps.options.target.transaction(async (t) => {
         const outcome = await BatchTransaction.run(deps, t, rest);
@@ -61,6 +63,7 @@ async function transaction<Tx>(deps: BatchDeps<Tx>, rest: Remaining): Promise<Co
       return outcome;
     } catch (err) {
       (commit as OpenSpan | null)?.end(err);
+      deps.outage?.restore(before);
       if (err instanceof RolledBack) {
         span.setAttributes({ 'idem.outcome': 'isolate' });
         return err.outcome;
@@ -90,7 +93,8 @@ export async function processBatch<Tx>(
   let tally: BatchTally | null = null;
   let ackPosition: number | null = null;
   const held: RecordedEvent[] = [];
-  let rest: Remaining = { events, redelivery, tried: null, parkedBehind: new Set() };
+  let heldFrom = deps.heldFrom ?? Infinity;
+  let rest: Remaining = { events, redelivery, tried: null, parkedBehind: new Set(), heldFrom };
   for (;;) {
     const outcome = await transaction(deps, rest);
     if (outcome.kind === 'isolate') {
@@ -105,7 +109,10 @@ export async function processBatch<Tx>(
     if (tally) addTally(tally, outcome.tally);
     else tally = outcome.tally;
     if (outcome.ackPosition !== null && held.length === 0) ackPosition = outcome.ackPosition;
-    for (const e of outcome.held) held.push(e);
+    for (const e of outcome.held) {
+      held.push(e);
+      heldFrom = Math.min(heldFrom, e.position);
+    }
     const retry = outcome.retry;
     if (!retry) return { ackPosition, stop: outcome.stop, outage: outcome.outage, tally, held };
     await sleep(retry.delayMs);
@@ -116,6 +123,7 @@ export async function processBatch<Tx>(
       redelivery,
       tried,
       parkedBehind: outcome.parkedBehind,
+      heldFrom,
     };
   }
 }

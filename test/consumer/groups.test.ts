@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import { connect } from '../../src/client/connect.js';
 import { createConsumer, type Consumer } from '../../src/consumer/consumer.js';
+import type { ErrorPolicy } from '../../src/consumer/options.js';
 import { startServer } from '../../src/server/startServer.js';
 import type { ConsumerTarget } from '../../src/core/consumerTarget.js';
 import type { EventStore } from '../../src/core/eventStore.js';
@@ -39,6 +40,7 @@ function describeConsumerGroups<Tx>(
         member(options?: {
           partitions?: number;
           handle?: (stream: string, version: number) => void;
+          onError?: ErrorPolicy;
         }): Consumer;
         append(streams: string[], perStream: number): Promise<Map<string, number>>;
         totals(): Promise<Map<string, { total: number; events: number }>>;
@@ -66,6 +68,7 @@ function describeConsumerGroups<Tx>(
               partitions: options.partitions ?? PARTITIONS,
               leaseTtlMs: LEASE_TTL_MS,
               reconnect: { initialDelayMs: 5, maxDelayMs: 20 },
+              ...(options.onError && { onError: options.onError }),
               handle: async (e, ctx) => {
                 await fx.add(ctx.tx, table, e.stream, (e.data as { amount: number }).amount);
                 options.handle?.(e.stream, e.version);
@@ -185,6 +188,47 @@ function describeConsumerGroups<Tx>(
           handle: () => undefined,
         });
         await assert.rejects(plain.start(), { code: 'consumer_identity_conflict' });
+      }));
+
+    it('an outage in a group: each partition pauses, probes and resumes by itself, parking nothing', () =>
+      withGroup(async (g) => {
+        const c = randomCategory('acct');
+        // Two entities or more in every partition: each partition's failures make an outage there.
+        const byPartition = new Map<number, string[]>();
+        for (let i = 0; [...byPartition.values()].filter((l) => l.length >= 2).length < PARTITIONS; i++) {
+          const s = `${c}-${i}`;
+          const p = streamPartition(s, PARTITIONS);
+          byPartition.set(p, [...(byPartition.get(p) ?? []), s]);
+        }
+        const streams = [...byPartition.values()].flat();
+        const expected = await g.append(streams, 2);
+        let down = true;
+        const m = g.member({
+          onError: {
+            attempts: 1,
+            then: 'dead-letter',
+            outage: { entities: 2, window: '1h', hold: '1h', probeDelay: 20, maxProbeDelay: 100 },
+          },
+          handle: () => {
+            if (down) throw new Error('ledger service unreachable');
+          },
+        });
+        await m.start();
+        await until(
+          () => {
+            const parts = m.status().partitions ?? [];
+            return parts.length === PARTITIONS && parts.every((p) => p.status === 'paused');
+          },
+          { message: 'every partition paused by the outage', timeoutMs: 20_000 },
+        );
+        assert.deepEqual(await g.store.deadLetters.list(g.name, { all: true }), [], 'nothing parked');
+        down = false;
+        await m.whenCaughtUp({ timeoutMs: 20_000 });
+        const totals = await g.totals();
+        assert.deepEqual(new Map([...totals].map(([s, t]) => [s, t.total])), expected);
+        assertInOrderOnce(g.handled, 2);
+        assert.deepEqual(await g.store.deadLetters.list(g.name, { all: true }), [], 'nothing ever parked');
+        assert.ok((m.status().partitions ?? []).every((p) => p.status !== 'paused'));
       }));
 
     it('consumers.reset moves every partition; dead letters are per entity and retried by stream', () =>
