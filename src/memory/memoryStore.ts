@@ -24,9 +24,12 @@ import { SubscriptionService } from '../subscriptions/subscriptionService.js';
 import {
   scanEnd,
   scannedPage,
+  type EventKey,
+  type KeyPage,
   type MatchCount,
   type ScannedPage,
 } from '../subscriptions/subscriptionSource.js';
+import { streamHash } from '../core/streamHash.js';
 import { MemorySubscriptionState } from './subscriptionState.js';
 import { eventCount, traceAppend } from '../core/tracing.js';
 
@@ -199,6 +202,17 @@ export class MemoryEventStore implements EventStore {
       events.push(this.copy(e));
     }
     return Promise.resolve(scannedPage(events, limit, upTo, head));
+  }
+
+  /** Internal (shared tail reads and lag): what a filter looks at of the events after `after`, at most `maxScan`. */
+  scanKeys(after: number, maxScan: number): Promise<KeyPage> {
+    if (this.closed) return Promise.reject(new ClosedError('memory store'));
+    const head = this.log.length;
+    const through = scanEnd(after, head, maxScan);
+    const keys = this.log.slice(after, through).map(({ event: e }): EventKey => {
+      return [e.position, e.stream, e.type, streamHash(e.stream)];
+    });
+    return Promise.resolve({ keys, through, head });
   }
 
   /** Internal (lag): the events at positions in (`after`, `upTo`] that match `filter`. */

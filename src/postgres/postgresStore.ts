@@ -63,6 +63,8 @@ import { SubscriptionService } from '../subscriptions/subscriptionService.js';
 import {
   scanEnd,
   scannedPage,
+  type EventKey,
+  type KeyPage,
   type MatchCount,
   type ScannedPage,
 } from '../subscriptions/subscriptionSource.js';
@@ -164,6 +166,8 @@ export class PostgresEventStore implements EventStore {
   private readonly prepared: boolean;
   /** Scan queries of the subscriptions (`scanPage`), by filter. */
   private readonly scanQueries = new QueryCache<{ text: string; params: string[][] }>();
+  /** The statement of `scanKeys`. */
+  private keysQuery: { name?: string; text: string } | undefined;
   /** Partition counts whose index exists (see `partitionIndex`). */
   private readonly partitionIndexes = new Set<number>();
   private closed = false;
@@ -356,6 +360,37 @@ export class PostgresEventStore implements EventStore {
         : countWithinBytes(tuples.length, (i) => Number(rows[i]![8]), maxBytes);
     const cut = keep < tuples.length;
     return scannedPage(await this.toEvents(cut ? tuples.slice(0, keep) : tuples), limit, end, head, cut);
+  }
+
+  /**
+   * Internal (shared tail reads and lag): each event's position, stream, type and stream hash among
+   * the positions after `after`, looking at no more than `maxScan`, and the head, in one statement
+   * (the same snapshot, as `scanPage`).
+   */
+  async scanKeys(after: number, maxScan: number): Promise<KeyPage> {
+    this.assertOpen();
+    this.keysQuery ??= {
+      ...this.statementName('scan_keys'),
+      text: `SELECT h.position, e.position, e.stream, e.type, e.stream_hash
+        FROM (SELECT position FROM ${this.s}.head WHERE id LIMIT 1) h LEFT JOIN LATERAL (
+          SELECT position, stream, type, stream_hash FROM ${this.s}.events WHERE position > $1 AND position <= least(h.position, $1 + $2)
+          ORDER BY position) e ON true`,
+    };
+    const query = this.keysQuery;
+    const values = [after, maxScan];
+    const r = await withReconnect(
+      () => this.pool.query<(string | null)[]>({ ...query, values, rowMode: 'array' }),
+      this.retry,
+      this.countFault,
+    );
+    const rows = r.rows;
+    const head = Number(rows[0]?.[0] ?? 0);
+    const keys: EventKey[] = [];
+    for (const row of rows) {
+      if (row[1] === null) continue;
+      keys.push([Number(row[1]), row[2]!, row[3]!, Number(row[4])]);
+    }
+    return { keys, through: scanEnd(after, head, maxScan), head };
   }
 
   /**
