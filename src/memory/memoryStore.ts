@@ -25,6 +25,7 @@ import {
   scanEnd,
   scannedPage,
   type EventKey,
+  type KeyGroup,
   type KeyPage,
   type MatchCount,
   type ScannedPage,
@@ -213,6 +214,19 @@ export class MemoryEventStore implements EventStore {
       return [e.position, e.stream, e.type, streamHash(e.stream)];
     });
     return Promise.resolve({ keys, through, head });
+  }
+
+  /** Internal (lag): the distinct stream and type pairs at positions in (`after`, `upTo`], with first and last positions. */
+  groupKeys(after: number, upTo: number): Promise<KeyGroup[]> {
+    if (this.closed) return Promise.reject(new ClosedError('memory store'));
+    const groups = new Map<string, KeyGroup>();
+    for (const { event: e } of this.log.slice(after, upTo)) {
+      const key = JSON.stringify([e.stream, e.type]);
+      const g = groups.get(key);
+      if (g) g[4] = e.position;
+      else groups.set(key, [e.stream, e.type, streamHash(e.stream), e.position, e.position]);
+    }
+    return Promise.resolve([...groups.values()]);
   }
 
   /** Internal (lag): the events at positions in (`after`, `upTo`] that match `filter`. */

@@ -64,6 +64,7 @@ import {
   scanEnd,
   scannedPage,
   type EventKey,
+  type KeyGroup,
   type KeyPage,
   type MatchCount,
   type ScannedPage,
@@ -168,6 +169,8 @@ export class PostgresEventStore implements EventStore {
   private readonly scanQueries = new QueryCache<{ text: string; params: string[][] }>();
   /** The statement of `scanKeys`. */
   private keysQuery: { name?: string; text: string } | undefined;
+  /** The statement of `groupKeys`. */
+  private groupQuery: { name?: string; text: string } | undefined;
   /** Partition counts whose index exists (see `partitionIndex`). */
   private readonly partitionIndexes = new Set<number>();
   private closed = false;
@@ -391,6 +394,25 @@ export class PostgresEventStore implements EventStore {
       keys.push([Number(row[1]), row[2]!, row[3]!, Number(row[4])]);
     }
     return { keys, through: scanEnd(after, head, maxScan), head };
+  }
+
+  /** Internal (lag): the distinct stream and type pairs at positions in (`after`, `upTo`], with first and last positions. */
+  async groupKeys(after: number, upTo: number): Promise<KeyGroup[]> {
+    this.assertOpen();
+    this.groupQuery ??= {
+      ...this.statementName('group_keys'),
+      text: `SELECT stream, type, stream_hash, min(position), max(position) FROM ${this.s}.events
+        WHERE position > $1 AND position <= $2 GROUP BY stream, type, stream_hash`,
+    };
+    const query = this.groupQuery;
+    const r = await withReconnect(
+      () => this.pool.query<string[]>({ ...query, values: [after, upTo], rowMode: 'array' }),
+      this.retry,
+      this.countFault,
+    );
+    return r.rows.map(([stream, type, hash, first, last]): KeyGroup => {
+      return [stream!, type!, Number(hash), Number(first), Number(last)];
+    });
   }
 
   /**

@@ -37,6 +37,7 @@ import {
   scanEnd,
   scannedPage,
   type EventKey,
+  type KeyGroup,
   type KeyPage,
   type MatchCount,
   type ScannedPage,
@@ -127,6 +128,7 @@ export class SqliteEventStore implements EventStore {
   private streamPageStmt: Database.Statement | undefined;
   private headStmt: Database.Statement | undefined;
   private keysStmt: Database.Statement | undefined;
+  private groupStmt: Database.Statement | undefined;
   private closed = false;
   private readonly busyTimeoutMs: number;
   /** Set only when upcasters are given, so that a read without them does nothing more per event. */
@@ -324,6 +326,21 @@ export class SqliteEventStore implements EventStore {
         )
         .raw(true);
       return Promise.resolve({ keys: this.keysStmt.all(after, through) as EventKey[], through, head });
+    } catch (err) {
+      return Promise.reject(err instanceof Error ? err : new Error(String(err)));
+    }
+  }
+
+  /** Internal (lag): the distinct stream and type pairs at positions in (`after`, `upTo`], with first and last positions. */
+  groupKeys(after: number, upTo: number): Promise<KeyGroup[]> {
+    try {
+      this.assertOpen();
+      this.groupStmt ??= this.db
+        .prepare(
+          'SELECT stream, type, stream_hash, min(position), max(position) FROM idem_events WHERE position > ? AND position <= ? GROUP BY stream, type, stream_hash',
+        )
+        .raw(true);
+      return Promise.resolve(this.groupStmt.all(after, upTo) as KeyGroup[]);
     } catch (err) {
       return Promise.reject(err instanceof Error ? err : new Error(String(err)));
     }

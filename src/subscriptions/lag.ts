@@ -1,11 +1,6 @@
 import { matchesStream, matchesType, normalizeFilter, type EventFilter } from '../core/filter.js';
 import type { ConsumerRecord } from './stateBackend.js';
-import {
-  firstKeyAfter,
-  type EventKey,
-  type MatchCount,
-  type SubscriptionSource,
-} from './subscriptionSource.js';
+import type { KeyGroup, MatchCount, SubscriptionSource } from './subscriptionSource.js';
 
 /**
  * Lag counts the matching events among at most this many positions after the cursor; a consumer
@@ -16,15 +11,15 @@ export const EXACT_LAG_LIMIT = 10_000;
 /** Queries of `lagsOf` at once (counts, and the age of the first position beyond a window). */
 const QUERIES_AT_ONCE = 8;
 
-/** Most positions one `scanKeys` read of `lagsOf` looks at. */
-const KEYS_PER_READ = 10_000;
+/** Most positions one `groupKeys` read of `lagsOf` looks at. */
+const POSITIONS_PER_READ = 10_000;
 
 /**
  * How many times over the consumers' windows must cover a stretch of the log for `lagsOf` to read
- * its keys once instead of counting each consumer in its own query: a count in the store is several
- * times cheaper per position than reading the position's keys out (about 5 to 8 times on SQLite).
+ * its groups once instead of counting each consumer in its own query: a count in the store is
+ * several times cheaper per position than grouping the positions' keys and reading the groups out.
  */
-const SHARED_READ_COVERAGE = 8;
+const SHARED_READ_COVERAGE = 4;
 
 /** A consumer's lag, or why it could not be computed. */
 export type Lag = { lag: number; lagSeconds: number } | { error: unknown };
@@ -70,10 +65,11 @@ interface Window {
 
 /**
  * The lag of every consumer in `states` (by name), the same as `lagOf` gives each. Where the store
- * reads keys (`scanKeys`) and the consumers' windows overlap enough, each position of a stretch of
- * windows is read once and every consumer's filter is matched against it here: a consumer with no
- * matching event there has its lag without a query of its own (lag 0 within the positions counted),
- * the others are counted one query each, as are the windows that overlap too little.
+ * groups keys (`groupKeys`) and the consumers' windows overlap enough, the distinct stream and type
+ * pairs of a stretch of windows are read once and every consumer's filter is matched against them
+ * here: a consumer with no matching event there has its lag without a query of its own (lag 0 within
+ * the positions counted), the others are counted one query each, as are the windows that overlap
+ * too little.
  */
 export async function lagsOf(
   source: SubscriptionSource,
@@ -103,7 +99,7 @@ export async function lagsOf(
   for (const run of stretches(windows)) {
     const length = Math.max(...run.map((w) => w.upTo)) - run[0]!.after;
     const covered = run.reduce((n, w) => n + (w.upTo - w.after), 0);
-    const shared = source.scanKeys !== undefined && covered >= SHARED_READ_COVERAGE * length;
+    const shared = source.groupKeys !== undefined && covered >= SHARED_READ_COVERAGE * length;
     if (shared) await tallyStretch(source, run);
     for (const w of run) (shared && !w.matched ? none : counted).push(w);
   }
@@ -141,33 +137,34 @@ function* stretches(windows: Window[]): Generator<Window[]> {
   if (run.length > 0) yield run;
 }
 
-/** Reads the keys of a stretch of windows (sorted by `after`) once and tallies each window's matches. */
+/** Reads the groups of a stretch of windows (sorted by `after`) and marks the windows with a match. */
 async function tallyStretch(source: SubscriptionSource, run: Window[]): Promise<void> {
   const end = Math.max(...run.map((w) => w.upTo));
-  for (let pos = run[0]!.after; pos < end;) {
-    const page = await source.scanKeys!(pos, Math.min(KEYS_PER_READ, end - pos));
-    tally(page.keys, pos, page.through, run);
-    if (page.through <= pos) break;
-    pos = page.through;
+  for (let from = run[0]!.after; from < end; from += POSITIONS_PER_READ) {
+    const through = Math.min(end, from + POSITIONS_PER_READ);
+    tally(await source.groupKeys!(from, through), from, through, run);
   }
 }
 
-/** Marks each window with a key among positions (`from`, `through`] that matches its filter. */
-function tally(keys: EventKey[], from: number, through: number, windows: Window[]): void {
+/**
+ * Marks each window that may have an event matching its filter among positions (`from`, `through`]:
+ * one of its groups matches and has a position in the window, or spans it (its first position before
+ * the window, its last after). Those are counted exactly afterwards.
+ */
+function tally(groups: KeyGroup[], from: number, through: number, windows: Window[]): void {
   const streams = new DistinctStreams();
   const typeIds = new Map<string, number>();
   const types: string[] = [];
-  const sid = new Int32Array(keys.length);
-  const tid = new Int32Array(keys.length);
-  for (let i = 0; i < keys.length; i++) {
-    const [, stream, type, hash] = keys[i]!;
+  /** The groups of each stream id, each with its type id. */
+  const byStream: [KeyGroup, number][][] = [];
+  for (const g of groups) {
+    const [stream, type, hash] = g;
     let t = typeIds.get(type);
     if (t === undefined) {
       t = types.push(type) - 1;
       typeIds.set(type, t);
     }
-    sid[i] = streams.id(stream, hash);
-    tid[i] = t;
+    (byStream[streams.id(stream, hash)] ??= []).push([g, t]);
   }
   streams.sort();
   for (const w of windows) {
@@ -177,10 +174,9 @@ function tally(keys: EventKey[], from: number, through: number, windows: Window[
     // Each distinct type and stream is matched once per window, not once per event.
     const typeOk = Uint8Array.from(types, (t) => (matchesType(w.filter, t) ? 1 : 0));
     const streamOk = typeOk.includes(1) ? streams.matching(w.filter) : null;
-    if (!streamOk) continue;
-    const stop = firstKeyAfter(keys, hi);
-    for (let i = firstKeyAfter(keys, lo); i < stop && !w.matched; i++) {
-      w.matched = typeOk[tid[i]!] === 1 && streamOk.has(sid[i]!);
+    for (const id of streamOk ?? []) {
+      w.matched = byStream[id]!.some(([g, t]) => typeOk[t] === 1 && g[4] > lo && g[3] <= hi);
+      if (w.matched) break;
     }
   }
 }

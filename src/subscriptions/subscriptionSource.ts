@@ -67,12 +67,21 @@ export interface SubscriptionSource {
   /**
    * Optional: what a filter looks at of every event among the positions after `after`, looking at no
    * more than `maxScan` positions, with the head the same read saw (one query, without the events'
-   * JSON). With it, idle subscriptions share one read of the log's tail, and consumers near each
-   * other whose filters match nothing there get their lag from one read of their positions (filters
-   * matched in the engine, as `matchesFilter`).
+   * JSON). With it, idle subscriptions share one read of the log's tail (filters matched in the
+   * engine, as `matchesFilter`).
    */
   scanKeys?(after: number, maxScan: number): Promise<KeyPage>;
+
+  /**
+   * Optional: the distinct stream and type pairs of the events at positions in (`after`, `upTo`],
+   * each with the stream's hash and its first and last position there (one query). With it, the lag
+   * of consumers near each other whose filters match none of them needs no count of its own.
+   */
+  groupKeys?(after: number, upTo: number): Promise<KeyGroup[]>;
 }
+
+/** One pair of `groupKeys`. */
+export type KeyGroup = [stream: string, type: string, streamHash: number, first: number, last: number];
 
 /** One event as `scanKeys` reads it: what a filter looks at. */
 export type EventKey = [position: number, stream: string, type: string, streamHash: number];
