@@ -109,7 +109,7 @@ export class DurableSubscription implements Subscription {
   /** Whether the last `paused` message said paused: one message per change. */
   private announcedPause = false;
   private closed = false;
-  /** The last read reached the head and found nothing for the filter: reads ask the shared tail first. */
+  /** The last read that looked at new positions reached the head and found only events the filter leaves out. */
   private idle = false;
   /** Waiting for the next polling tick after a read that found only left-out events: appends do not wake it. */
   private resting = false;
@@ -340,6 +340,8 @@ export class DurableSubscription implements Subscription {
           // Past the events the filter leaves out too, so that they are not read again.
           this.readPos = page.through;
           if (page.events.length > 0 || more) this.idle = false;
+          // Only events the filter leaves out, up to the head: the next reads ask the shared tail first.
+          else if (this.readPos > from) this.idle = true;
           const deliver = page.events.length > 0 ? await this.locked(() => this.sortOut(page.events)) : [];
           // The page now counts as outstanding (or parked), no longer as read ahead.
           this.ahead.release();
@@ -353,8 +355,6 @@ export class DurableSubscription implements Subscription {
           }
           if (deliver.length > 0) yield { kind: 'events', events: deliver, redelivery: false };
           if (page.events.length > 0 || more) continue;
-          // At the head with nothing for the filter: the next reads ask the shared tail first.
-          this.idle = true;
           await this.settleCursor();
           if (!caughtUp) {
             caughtUp = true;
