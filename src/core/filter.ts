@@ -111,13 +111,25 @@ export function matchesFilter(
   event: { stream: string; type: string },
 ): boolean {
   if (!filter) return true;
-  const { types, categories, streamPrefixes, partition } = filter;
-  if (types && types.length > 0 && !types.includes(event.type)) return false;
-  if (partition && streamHash(event.stream) % partition.count !== partition.index) return false;
+  return matchesType(filter, event.type) && matchesStream(filter, event.stream);
+}
+
+/** The half of `matchesFilter` about the event's type. */
+export function matchesType(filter: EventFilter, type: string): boolean {
+  return !filter.types || filter.types.length === 0 || filter.types.includes(type);
+}
+
+/**
+ * The half of `matchesFilter` about the event's stream (partition, categories, prefixes); `hash` is
+ * the stream's `streamHash` when the caller has it.
+ */
+export function matchesStream(filter: EventFilter, stream: string, hash?: number): boolean {
+  const { categories, streamPrefixes, partition } = filter;
+  if (partition && (hash ?? streamHash(stream)) % partition.count !== partition.index) return false;
   const hasCat = categories !== undefined && categories.length > 0;
   const hasPre = streamPrefixes !== undefined && streamPrefixes.length > 0;
   if (!hasCat && !hasPre) return true;
-  if (hasCat && categories.includes(streamCategory(event.stream))) return true;
-  if (hasPre && streamPrefixes.some((p) => event.stream.startsWith(p))) return true;
+  if (hasCat && categories.includes(streamCategory(stream))) return true;
+  if (hasPre && streamPrefixes.some((p) => stream.startsWith(p))) return true;
   return false;
 }

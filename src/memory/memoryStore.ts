@@ -24,9 +24,13 @@ import { SubscriptionService } from '../subscriptions/subscriptionService.js';
 import {
   scanEnd,
   scannedPage,
+  type EventKey,
+  type KeyGroup,
+  type KeyPage,
   type MatchCount,
   type ScannedPage,
 } from '../subscriptions/subscriptionSource.js';
+import { streamHash } from '../core/streamHash.js';
 import { MemorySubscriptionState } from './subscriptionState.js';
 import { eventCount, traceAppend } from '../core/tracing.js';
 
@@ -199,6 +203,30 @@ export class MemoryEventStore implements EventStore {
       events.push(this.copy(e));
     }
     return Promise.resolve(scannedPage(events, limit, upTo, head));
+  }
+
+  /** Internal (shared tail reads and lag): what a filter looks at of the events after `after`, at most `maxScan`. */
+  scanKeys(after: number, maxScan: number): Promise<KeyPage> {
+    if (this.closed) return Promise.reject(new ClosedError('memory store'));
+    const head = this.log.length;
+    const through = scanEnd(after, head, maxScan);
+    const keys = this.log.slice(after, through).map(({ event: e }): EventKey => {
+      return [e.position, e.stream, e.type, streamHash(e.stream)];
+    });
+    return Promise.resolve({ keys, through, head });
+  }
+
+  /** Internal (lag): the distinct stream and type pairs at positions in (`after`, `upTo`], with first and last positions. */
+  groupKeys(after: number, upTo: number): Promise<KeyGroup[]> {
+    if (this.closed) return Promise.reject(new ClosedError('memory store'));
+    const groups = new Map<string, KeyGroup>();
+    for (const { event: e } of this.log.slice(after, upTo)) {
+      const key = JSON.stringify([e.stream, e.type]);
+      const g = groups.get(key);
+      if (g) g[4] = e.position;
+      else groups.set(key, [e.stream, e.type, streamHash(e.stream), e.position, e.position]);
+    }
+    return Promise.resolve([...groups.values()]);
   }
 
   /** Internal (lag): the events at positions in (`after`, `upTo`] that match `filter`. */

@@ -63,6 +63,9 @@ import { SubscriptionService } from '../subscriptions/subscriptionService.js';
 import {
   scanEnd,
   scannedPage,
+  type EventKey,
+  type KeyGroup,
+  type KeyPage,
   type MatchCount,
   type ScannedPage,
 } from '../subscriptions/subscriptionSource.js';
@@ -164,6 +167,10 @@ export class PostgresEventStore implements EventStore {
   private readonly prepared: boolean;
   /** Scan queries of the subscriptions (`scanPage`), by filter. */
   private readonly scanQueries = new QueryCache<{ text: string; params: string[][] }>();
+  /** The statement of `scanKeys`. */
+  private keysQuery: { name?: string; text: string } | undefined;
+  /** The statement of `groupKeys`. */
+  private groupQuery: { name?: string; text: string } | undefined;
   /** Partition counts whose index exists (see `partitionIndex`). */
   private readonly partitionIndexes = new Set<number>();
   private closed = false;
@@ -356,6 +363,56 @@ export class PostgresEventStore implements EventStore {
         : countWithinBytes(tuples.length, (i) => Number(rows[i]![8]), maxBytes);
     const cut = keep < tuples.length;
     return scannedPage(await this.toEvents(cut ? tuples.slice(0, keep) : tuples), limit, end, head, cut);
+  }
+
+  /**
+   * Internal (shared tail reads and lag): each event's position, stream, type and stream hash among
+   * the positions after `after`, looking at no more than `maxScan`, and the head, in one statement
+   * (the same snapshot, as `scanPage`).
+   */
+  async scanKeys(after: number, maxScan: number): Promise<KeyPage> {
+    this.assertOpen();
+    this.keysQuery ??= {
+      ...this.statementName('scan_keys'),
+      text: `SELECT h.position, e.position, e.stream, e.type, e.stream_hash
+        FROM (SELECT position FROM ${this.s}.head WHERE id LIMIT 1) h LEFT JOIN LATERAL (
+          SELECT position, stream, type, stream_hash FROM ${this.s}.events WHERE position > $1 AND position <= least(h.position, $1 + $2)
+          ORDER BY position) e ON true`,
+    };
+    const query = this.keysQuery;
+    const values = [after, maxScan];
+    const r = await withReconnect(
+      () => this.pool.query<(string | null)[]>({ ...query, values, rowMode: 'array' }),
+      this.retry,
+      this.countFault,
+    );
+    const rows = r.rows;
+    const head = Number(rows[0]?.[0] ?? 0);
+    const keys: EventKey[] = [];
+    for (const row of rows) {
+      if (row[1] === null) continue;
+      keys.push([Number(row[1]), row[2]!, row[3]!, Number(row[4])]);
+    }
+    return { keys, through: scanEnd(after, head, maxScan), head };
+  }
+
+  /** Internal (lag): the distinct stream and type pairs at positions in (`after`, `upTo`], with first and last positions. */
+  async groupKeys(after: number, upTo: number): Promise<KeyGroup[]> {
+    this.assertOpen();
+    this.groupQuery ??= {
+      ...this.statementName('group_keys'),
+      text: `SELECT stream, type, stream_hash, min(position), max(position) FROM ${this.s}.events
+        WHERE position > $1 AND position <= $2 GROUP BY stream, type, stream_hash`,
+    };
+    const query = this.groupQuery;
+    const r = await withReconnect(
+      () => this.pool.query<string[]>({ ...query, values: [after, upTo], rowMode: 'array' }),
+      this.retry,
+      this.countFault,
+    );
+    return r.rows.map(([stream, type, hash, first, last]): KeyGroup => {
+      return [stream!, type!, Number(hash), Number(first), Number(last)];
+    });
   }
 
   /**

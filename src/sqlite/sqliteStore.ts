@@ -36,6 +36,9 @@ import { SubscriptionService } from '../subscriptions/subscriptionService.js';
 import {
   scanEnd,
   scannedPage,
+  type EventKey,
+  type KeyGroup,
+  type KeyPage,
   type MatchCount,
   type ScannedPage,
 } from '../subscriptions/subscriptionSource.js';
@@ -124,6 +127,8 @@ export class SqliteEventStore implements EventStore {
   private readonly countQueries = new QueryCache<PreparedFilterQuery>();
   private streamPageStmt: Database.Statement | undefined;
   private headStmt: Database.Statement | undefined;
+  private keysStmt: Database.Statement | undefined;
+  private groupStmt: Database.Statement | undefined;
   private closed = false;
   private readonly busyTimeoutMs: number;
   /** Set only when upcasters are given, so that a read without them does nothing more per event. */
@@ -300,6 +305,42 @@ export class SqliteEventStore implements EventStore {
       });
       const [count, oldest] = q.stmt.get(after, upTo, ...q.params) as [number, string | null];
       return Promise.resolve({ count, oldest });
+    } catch (err) {
+      return Promise.reject(err instanceof Error ? err : new Error(String(err)));
+    }
+  }
+
+  /**
+   * Internal (shared tail reads and lag): each event's position, stream, type and stream hash among
+   * the positions after `after`, looking at no more than `maxScan`, with the head read just before
+   * (as `scanPage`).
+   */
+  scanKeys(after: number, maxScan: number): Promise<KeyPage> {
+    try {
+      this.assertOpen();
+      const head = this.head();
+      const through = scanEnd(after, head, maxScan);
+      this.keysStmt ??= this.db
+        .prepare(
+          'SELECT position, stream, type, stream_hash FROM idem_events WHERE position > ? AND position <= ? ORDER BY position',
+        )
+        .raw(true);
+      return Promise.resolve({ keys: this.keysStmt.all(after, through) as EventKey[], through, head });
+    } catch (err) {
+      return Promise.reject(err instanceof Error ? err : new Error(String(err)));
+    }
+  }
+
+  /** Internal (lag): the distinct stream and type pairs at positions in (`after`, `upTo`], with first and last positions. */
+  groupKeys(after: number, upTo: number): Promise<KeyGroup[]> {
+    try {
+      this.assertOpen();
+      this.groupStmt ??= this.db
+        .prepare(
+          'SELECT stream, type, stream_hash, min(position), max(position) FROM idem_events WHERE position > ? AND position <= ? GROUP BY stream, type, stream_hash',
+        )
+        .raw(true);
+      return Promise.resolve(this.groupStmt.all(after, upTo) as KeyGroup[]);
     } catch (err) {
       return Promise.reject(err instanceof Error ? err : new Error(String(err)));
     }

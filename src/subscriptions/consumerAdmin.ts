@@ -20,6 +20,7 @@ import { boundedInt, validateConsumerName, validateLabel, validatePosition } fro
 import { defaultActor } from './actor.js';
 import { consumerInfo, leaseLive } from './consumerInfo.js';
 import { groupPartitions } from './groupRecords.js';
+import { lagsOf, type Lag } from './lag.js';
 import type {
   AdminResult,
   ConsumerRecord,
@@ -30,7 +31,6 @@ import type {
 } from './stateBackend.js';
 import type { SubscriptionSource } from './subscriptionSource.js';
 
-const LAG_QUERIES_AT_ONCE = 8;
 /** Tries at registering a group member's record and taking its lease, each undone by another member's sweep. */
 const JOIN_ATTEMPTS = 5;
 
@@ -58,19 +58,14 @@ export class EngineConsumerAdmin implements ConsumerAdmin {
         parts[k.index] = r;
       }
     }
-    const jobs: (() => Promise<ConsumerInfo>)[] = [
-      ...states.map((s) => () => consumerInfo(this.source, s, head)),
-      ...[...groups].map(
-        ([name, parts]) =>
-          () =>
-            this.groupInfo(name, parts.filter(Boolean), head),
-      ),
-    ];
-    const out: ConsumerInfo[] = [];
-    // A few lag queries at a time: on a store whose reads are round trips they overlap.
-    for (let i = 0; i < jobs.length; i += LAG_QUERIES_AT_ONCE) {
-      out.push(...(await Promise.all(jobs.slice(i, i + LAG_QUERIES_AT_ONCE).map((job) => job()))));
-    }
+    // Every record's lag at once: consumers registered near each other share one read of the log.
+    const now = Date.now();
+    const lags = await lagsOf(this.source, all, head, now);
+    const out = await Promise.all(
+      states.map((s) => consumerInfo(this.source, s, head, lags.get(s.name), now)),
+    );
+    for (const [name, parts] of groups)
+      out.push(await this.groupInfo(name, parts.filter(Boolean), head, lags));
     return out.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   }
 
@@ -85,12 +80,17 @@ export class EngineConsumerAdmin implements ConsumerAdmin {
   }
 
   /** A group as one consumer: see `ConsumerInfo.partitions`. */
-  private async groupInfo(name: string, parts: ConsumerRecord[], head: number): Promise<ConsumerInfo> {
-    const infos: ConsumerInfo[] = [];
-    for (let i = 0; i < parts.length; i += LAG_QUERIES_AT_ONCE) {
-      const some = parts.slice(i, i + LAG_QUERIES_AT_ONCE);
-      infos.push(...(await Promise.all(some.map((s) => consumerInfo(this.source, s, head)))));
-    }
+  private async groupInfo(
+    name: string,
+    parts: ConsumerRecord[],
+    head: number,
+    known?: Map<string, Lag>,
+  ): Promise<ConsumerInfo> {
+    const now = Date.now();
+    const lags = known ?? (await lagsOf(this.source, parts, head, now));
+    const infos = await Promise.all(
+      parts.map((s) => consumerInfo(this.source, s, head, lags.get(s.name), now)),
+    );
     return groupConsumerInfo(name, infos);
   }
 

@@ -1,14 +1,8 @@
 import { isIdemError } from '../core/errors.js';
 import type { ConsumerInfo, ConsumerStatus } from '../core/subscription.js';
 import type { ConsumerRecord } from './stateBackend.js';
-import { normalizeFilter, type EventFilter } from '../core/filter.js';
-import type { MatchCount, SubscriptionSource } from './subscriptionSource.js';
-
-/**
- * Lag counts the matching events among at most this many positions after the cursor (one query per
- * consumer); a consumer further behind counts every position beyond them too.
- */
-export const EXACT_LAG_LIMIT = 10_000;
+import { lagOf, type Lag } from './lag.js';
+import type { SubscriptionSource } from './subscriptionSource.js';
 
 /** True while `state` has an owner whose lease has not run out. */
 export function leaseLive(
@@ -28,13 +22,16 @@ export async function consumerInfo(
   source: SubscriptionSource,
   state: ConsumerRecord,
   head: number,
+  known?: Lag,
+  now = Date.now(),
 ): Promise<ConsumerInfo> {
-  const now = Date.now();
   let lag = 0;
   let lagSeconds = 0;
   let error: ConsumerInfo['error'];
   try {
-    ({ lag, lagSeconds } = await lagOf(source, state, head, now));
+    const counted = known ?? (await lagOf(source, state, head, now));
+    if ('error' in counted) throw counted.error;
+    ({ lag, lagSeconds } = counted);
   } catch (err) {
     // One consumer whose lag cannot be read (a filter stored before the filter limits, ...) is shown
     // with its error; the listing and the metrics of the others go on. A store that is down is not
@@ -73,46 +70,4 @@ export async function consumerInfo(
     updatedAt: state.updatedAt,
     ...(error ? { error } : {}),
   };
-}
-
-/** Matching events after the cursor, counted exactly up to `EXACT_LAG_LIMIT` behind, and the oldest one's age. */
-async function lagOf(
-  source: SubscriptionSource,
-  state: ConsumerRecord,
-  head: number,
-  now: number,
-): Promise<{ lag: number; lagSeconds: number }> {
-  // A filter stored before the filter limits is refused here as it would be on subscribe, on every store.
-  const filter = normalizeFilter(state.filter);
-  if (head <= state.position) return { lag: 0, lagSeconds: 0 };
-  const upTo = Math.min(head, state.position + EXACT_LAG_LIMIT);
-  const counted = await countMatching(source, state.position, upTo, filter);
-  const lag = counted.count + (head - upTo);
-  // Beyond the positions counted, the first one not counted is as old as a match there can be.
-  const oldest = counted.oldest ?? (upTo < head ? await recordedAfter(source, upTo) : null);
-  return { lag, lagSeconds: oldest === null ? 0 : Math.max(0, (now - Date.parse(oldest)) / 1000) };
-}
-
-/** The source's `countMatching`, or the same collected from `readAll`. */
-async function countMatching(
-  source: SubscriptionSource,
-  after: number,
-  upTo: number,
-  filter: EventFilter,
-): Promise<MatchCount> {
-  if (source.countMatching) return source.countMatching(after, upTo, filter);
-  let count = 0;
-  let oldest: string | null = null;
-  for await (const e of source.readAll({ after, filter })) {
-    if (e.position > upTo) break;
-    oldest ??= e.recordedAt;
-    count++;
-  }
-  return { count, oldest };
-}
-
-/** When the event right after `position` was recorded (null past the head). */
-async function recordedAfter(source: SubscriptionSource, position: number): Promise<string | null> {
-  for await (const e of source.readAll({ after: position, limit: 1 })) return e.recordedAt;
-  return null;
 }

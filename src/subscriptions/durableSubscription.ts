@@ -15,6 +15,7 @@ import { ReadAhead } from './readAhead.js';
 import type { Fenced, SubscriptionStateBackend } from './stateBackend.js';
 import type { ResolvedSubscribeOptions } from './subscribeOptions.js';
 import { scannedPage, type ScannedPage, type SubscriptionSource } from './subscriptionSource.js';
+import type { SharedTail } from './sharedTail.js';
 import { Wakeup } from './wakeup.js';
 
 /** The longest delay `setInterval` takes; a longer one fires every millisecond instead. */
@@ -58,6 +59,8 @@ export interface SubscriptionDeps {
   pollIntervalMs: number;
   /** Called once when the subscription ends (closed, failed or fenced). */
   onEnd: (sub: DurableSubscription) => void;
+  /** The keys of the log's tail, shared by the service's idle subscriptions (sources with `scanKeys`). */
+  tail: SharedTail | null;
 }
 
 /**
@@ -106,6 +109,10 @@ export class DurableSubscription implements Subscription {
   /** Whether the last `paused` message said paused: one message per change. */
   private announcedPause = false;
   private closed = false;
+  /** The last read that looked at new positions reached the head and found only events the filter leaves out. */
+  private idle = false;
+  /** Waiting for the next polling tick after a read that found only left-out events: appends do not wake it. */
+  private resting = false;
   private lost: FencedError | null = null;
   private readonly heartbeat: NodeJS.Timeout;
   private iterator: AsyncGenerator<SubscriptionMessage> | null = null;
@@ -270,6 +277,11 @@ export class DurableSubscription implements Subscription {
     }
   }
 
+  /** Something was appended in this process: read on, unless resting until the next polling tick. */
+  appended(): void {
+    if (!this.resting) this.wake.notify();
+  }
+
   /** The consumer was paused or resumed (by an operator in this process, or as seen by a renewal). */
   pauseChanged(pause: ConsumerPause | null): void {
     this.stored = pause;
@@ -327,6 +339,9 @@ export class DurableSubscription implements Subscription {
           }
           // Past the events the filter leaves out too, so that they are not read again.
           this.readPos = page.through;
+          if (page.events.length > 0 || more) this.idle = false;
+          // Only events the filter leaves out, up to the head: the next reads ask the shared tail first.
+          else if (this.readPos > from) this.idle = true;
           const deliver = page.events.length > 0 ? await this.locked(() => this.sortOut(page.events)) : [];
           // The page now counts as outstanding (or parked), no longer as read ahead.
           this.ahead.release();
@@ -347,10 +362,14 @@ export class DurableSubscription implements Subscription {
             yield { kind: 'caught_up', position: this.readPos };
             continue;
           }
-          // Only events the filter leaves out arrived: look again after the polling interval, not at
-          // every append, so that idle narrow subscriptions in a busy log cost a bounded number of
-          // reads (at the price of that much latency on their next matching event).
-          if (this.readPos > from) await this.pause(this.deps.pollIntervalMs);
+          // Only events the filter leaves out arrived: look again at the next tick of the polling
+          // interval, not at every append, so that idle narrow subscriptions in a busy log cost a
+          // bounded number of reads (at the price of up to that much latency on their next matching
+          // event). The ticks are the same for every subscription, so their reads of the tail are one.
+          if (this.readPos > from) {
+            await this.restUntilNextPoll();
+            continue;
+          }
         } else if (!caughtUp && (await this.deps.source.headPosition()) <= this.readPos) {
           // Everything up to the head is delivered though not yet acknowledged: say so now.
           caughtUp = true;
@@ -379,9 +398,16 @@ export class DurableSubscription implements Subscription {
    * query); else the head, then the events collected from `readPage` or `readAll`. Either way the
    * page ends early at `MAX_PAGE_BYTES`, so one delivery (one WebSocket frame) stays bounded.
    */
-  private async fetchPage(after: number, limit: number): Promise<ScannedPage> {
-    const { source } = this.deps;
+  private async fetchPage(from: number, limit: number): Promise<ScannedPage> {
+    const { source, tail } = this.deps;
     const { filter } = this.options;
+    let after = from;
+    if (this.idle && tail) {
+      const look = await tail.look(after, filter, MAX_SCAN);
+      // Nothing for this filter up to where the tail looked; else read from its first match.
+      if (look?.first === null) return scannedPage([], limit, look.through, look.head);
+      if (look) after = look.first - 1;
+    }
     if (source.scanPage) return source.scanPage(after, filter, limit, MAX_SCAN, MAX_PAGE_BYTES);
     // Read first: every position up to this head is committed, so an unfilled page read after it
     // holds every matching event up to it.
@@ -539,6 +565,17 @@ export class DurableSubscription implements Subscription {
   private assertUsable(): void {
     if (this.lost) throw this.lost;
     if (this.closed) throw new ClosedError(`subscription of consumer "${this.consumer}"`);
+  }
+
+  /** Waits for the next multiple of the polling interval (or less if it ends); appends do not wake it. */
+  private async restUntilNextPoll(): Promise<void> {
+    const poll = this.deps.pollIntervalMs;
+    this.resting = true;
+    try {
+      await this.pause(poll - (Date.now() % poll));
+    } finally {
+      this.resting = false;
+    }
   }
 
   /** Waits `ms`, or less if the subscription ends meanwhile. */

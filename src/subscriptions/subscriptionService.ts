@@ -13,6 +13,7 @@ import { DurableSubscription } from './durableSubscription.js';
 import type { SubscriptionStateBackend } from './stateBackend.js';
 import { resolveSubscribeOptions, type ResolvedSubscribeOptions } from './subscribeOptions.js';
 import type { SubscriptionSource } from './subscriptionSource.js';
+import { SharedTail } from './sharedTail.js';
 import { Wakeup } from './wakeup.js';
 
 export interface SubscriptionServiceOptions {
@@ -37,6 +38,7 @@ export class SubscriptionService {
   /** Wakes standbys waiting for a lease released in this process. */
   private readonly released = new Wakeup();
   private readonly unhook: (() => void) | undefined;
+  private readonly tail: SharedTail | null;
   private closed = false;
 
   constructor(
@@ -52,7 +54,14 @@ export class SubscriptionService {
       for (const sub of this.active) if (sub.consumer === name) sub.pauseChanged(pause);
     });
     this.deadLetters = new EngineDeadLetterAdmin(backend, () => this.wakeAll());
-    this.unhook = source.onAppend?.(() => this.wakeAll());
+    // Reads of the tail are shared for as long as the idle subscriptions take to look at one polling tick.
+    this.tail = source.scanKeys
+      ? new SharedTail((after, maxScan) => source.scanKeys!(after, maxScan), Math.max(1, poll / 10))
+      : null;
+    this.unhook = source.onAppend?.((head) => {
+      this.tail?.appended(head);
+      for (const s of this.active) s.appended();
+    });
   }
 
   async subscribe(consumer: string, options?: SubscribeOptions): Promise<Subscription> {
@@ -74,6 +83,7 @@ export class SubscriptionService {
           backend: this.backend,
           pollIntervalMs: this.pollIntervalMs,
           onEnd: this.ended,
+          tail: this.tail,
         };
         const sub = new DurableSubscription(deps, o, lease.epoch, lease.position, blocked, pause);
         this.active.add(sub);

@@ -63,6 +63,48 @@ export interface SubscriptionSource {
    * the earliest `recordedAt` among them, counted in one query without reading the events out.
    */
   countMatching?(after: number, upTo: number, filter: EventFilter): Promise<MatchCount>;
+
+  /**
+   * Optional: what a filter looks at of every event among the positions after `after`, looking at no
+   * more than `maxScan` positions, with the head the same read saw (one query, without the events'
+   * JSON). With it, idle subscriptions share one read of the log's tail (filters matched in the
+   * engine, as `matchesFilter`).
+   */
+  scanKeys?(after: number, maxScan: number): Promise<KeyPage>;
+
+  /**
+   * Optional: the distinct stream and type pairs of the events at positions in (`after`, `upTo`],
+   * each with the stream's hash and its first and last position there (one query). With it, the lag
+   * of consumers near each other whose filters match none of them needs no count of its own.
+   */
+  groupKeys?(after: number, upTo: number): Promise<KeyGroup[]>;
+}
+
+/** One pair of `groupKeys`. */
+export type KeyGroup = [stream: string, type: string, streamHash: number, first: number, last: number];
+
+/** One event as `scanKeys` reads it: what a filter looks at. */
+export type EventKey = [position: number, stream: string, type: string, streamHash: number];
+
+/** What `scanKeys` answers: every event at positions in (`after`, `through`], in position order. */
+export interface KeyPage {
+  keys: EventKey[];
+  /** As far as the read looked: the head it saw, or the end of the positions it was allowed to look at. */
+  through: number;
+  /** The head the read saw (all positions up to it committed). */
+  head: number;
+}
+
+/** The index of the first key at a position after `position` (keys in position order). */
+export function firstKeyAfter(keys: readonly EventKey[], position: number): number {
+  let lo = 0;
+  let hi = keys.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (keys[mid]![0] <= position) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
 }
 
 /** What `countMatching` answers. */

@@ -7,7 +7,7 @@ import type { EventFilter } from '../../src/core/filter.js';
 import { createMemoryStore } from '../../src/memory/memoryStore.js';
 import { MemorySubscriptionState } from '../../src/memory/subscriptionState.js';
 import { openSqliteStore } from '../../src/sqlite/sqliteStore.js';
-import { EXACT_LAG_LIMIT } from '../../src/subscriptions/consumerInfo.js';
+import { EXACT_LAG_LIMIT } from '../../src/subscriptions/lag.js';
 import { MAX_SCAN } from '../../src/subscriptions/durableSubscription.js';
 import type { ScannedPage, SubscriptionSource } from '../../src/subscriptions/subscriptionSource.js';
 import { SubscriptionService } from '../../src/subscriptions/subscriptionService.js';
@@ -140,6 +140,100 @@ describe('an idle subscription whose filter matches nothing', () => {
       }
     } finally {
       await close();
+    }
+  });
+});
+
+describe('idle subscriptions of one service', () => {
+  it('share the reads of the log tail: after catching up, events no filter matches are looked at once for all', async () => {
+    const store = createMemoryStore();
+    const pages: Read[] = [];
+    const keys: Read[] = [];
+    const source: SubscriptionSource = {
+      readAll: (o) => store.readAll(o),
+      headPosition: () => store.headPosition(),
+      onAppend: (listener) => store.onAppend(listener),
+      async scanPage(after, filter, limit, maxScan) {
+        const page = await store.scanPage(after, filter, limit, maxScan);
+        pages.push({ after, through: page.through, maxScan });
+        return page;
+      },
+      async scanKeys(after, maxScan) {
+        const page = await store.scanKeys(after, maxScan);
+        keys.push({ after, through: page.through, maxScan });
+        return page;
+      },
+    };
+    const service = new SubscriptionService(source, new MemorySubscriptionState(), { pollIntervalMs: 5 });
+    const readers: Reader[] = [];
+    try {
+      await store.append('other-0', [{ type: 't', data: null }]);
+      for (let i = 0; i < 10; i++) {
+        const filter = { streamPrefixes: [`zz${i}-`] };
+        readers.push(new Reader(await service.subscribe(`narrow_${i}_v1`, { filter })));
+      }
+      for (const r of readers) {
+        await r.waitFor(() => r.messages.some((m) => m.kind === 'caught_up'), 'caught_up');
+      }
+      const pagesAtCaughtUp = pages.length;
+      for (let i = 1; i <= 200; i++) await store.append(`other-${i}`, [{ type: 't', data: null }]);
+      await until(() => keys.some((k) => k.through === 201), { message: 'the tail read through 201' });
+      assert.equal(pages.length, pagesAtCaughtUp, 'no subscription read pages of events for itself');
+      const looked = keys.reduce((n, k) => n + (k.through - k.after), 0);
+      assert.ok(looked <= 201, `the tail read each position at most once (looked at ${looked})`);
+      assert.ok(readers.every((r) => r.events.length === 0));
+      // A matching event is then delivered from the first position that matches.
+      await store.append('zz3-1', [{ type: 't', data: null }]);
+      const [e] = await readers[3]!.waitForEvents(1);
+      assert.equal(e!.position, 202);
+      assert.equal(pages[pagesAtCaughtUp]!.after, 201, 'its own read starts at the match');
+    } finally {
+      for (const r of readers) await r.stop();
+      await service.close();
+      await store.close();
+    }
+  });
+});
+
+describe('lag of many consumers', () => {
+  it('is one read of their positions when they are near each other, and a count only for those with matching events', async () => {
+    const store = createMemoryStore();
+    const counts: { after: number; upTo: number }[] = [];
+    const groups: { after: number; upTo: number }[] = [];
+    const source: SubscriptionSource = {
+      readAll: (o) => store.readAll(o),
+      headPosition: () => store.headPosition(),
+      countMatching(after, upTo, filter) {
+        counts.push({ after, upTo });
+        return store.countMatching(after, upTo, filter);
+      },
+      groupKeys(after, upTo) {
+        groups.push({ after, upTo });
+        return store.groupKeys(after, upTo);
+      },
+    };
+    const service = new SubscriptionService(source, new MemorySubscriptionState());
+    try {
+      const total = EXACT_LAG_LIMIT + 1_000;
+      for (let i = 0; i < total; i += 500) {
+        await store.append(
+          i === 0 ? 'mine-1' : `other-${i}`,
+          Array.from({ length: 500 }, () => ({ type: 't', data: null })),
+        );
+      }
+      await (await service.subscribe('narrow_v1', { filter: { categories: ['mine'] } })).close();
+      for (let i = 0; i < 20; i++) {
+        await (await service.subscribe(`none_${i}_v1`, { filter: { categories: [`zz${i}`] } })).close();
+      }
+      const infos = await service.consumers.list();
+      const lag = new Set(infos.filter((i) => i.name.startsWith('none_')).map((i) => i.lag));
+      assert.deepEqual([...lag], [1_000]);
+      assert.equal(infos.find((i) => i.name === 'narrow_v1')!.lag, 500 + 1_000);
+      assert.deepEqual(counts, [{ after: 0, upTo: EXACT_LAG_LIMIT }], 'one count: the consumer with matches');
+      assert.deepEqual(groups, [{ after: 0, upTo: EXACT_LAG_LIMIT }], 'the positions counted, grouped once');
+    } finally {
+      await service.close();
+      await store.close();
     }
   });
 });

@@ -1,10 +1,19 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { EventStore } from '../../../src/core/eventStore.js';
+import { matchesFilter, type EventFilter } from '../../../src/core/filter.js';
 import type { SubscriptionMessage } from '../../../src/core/subscription.js';
 import { randomConsumer, randomStream } from '../../support/names.js';
 import { until } from '../../support/until.js';
-import { appendN, nextEvents, nextMessage, Reader, withStore, type MakeStore } from './context.js';
+import {
+  appendN,
+  nextEvents,
+  nextMessage,
+  readAllEvents,
+  Reader,
+  withStore,
+  type MakeStore,
+} from './context.js';
 
 /** The next `caught_up` message (skipping events). */
 async function nextCaughtUp(it: AsyncIterator<SubscriptionMessage>): Promise<number> {
@@ -86,6 +95,88 @@ export function narrowFilterTests(makeStore: MakeStore): void {
           await assert.rejects(sub.ack(9), { code: 'invalid_input' });
         } finally {
           await sub.close();
+        }
+      }));
+
+    it('idle narrow subscriptions each get exactly their events, appended here and by another handle', () =>
+      withStore(makeStore, async (store, reopen) => {
+        await appendN(store, randomStream('other'), 10);
+        const mine = Array.from({ length: 8 }, (_, i) => randomStream(`n${i}x`));
+        const readers: Reader[] = [];
+        try {
+          for (const stream of mine) {
+            const filter = { streamPrefixes: [stream] };
+            readers.push(new Reader(await store.subscribe(randomConsumer(), { filter })));
+          }
+          for (const r of readers) await r.waitFor(() => caughtUpAt(r) === 10, 'caught_up at 10');
+          const other = await reopen();
+          try {
+            // Mostly events no subscription wants, between the ones each wants, from both handles.
+            const expected: number[][] = mine.map(() => []);
+            for (let round = 0; round < 4; round++) {
+              for (const [i, stream] of mine.entries()) {
+                const by = (i + round) % 2 === 0 ? store : other.store;
+                await appendN(by, randomStream('other'), 3);
+                if ((i + round) % 3 === 0) expected[i]!.push(...(await appendN(by, stream, 2)));
+              }
+            }
+            for (const [i, r] of readers.entries()) {
+              await r.waitForEvents(expected[i]!.length);
+              assert.deepEqual(r.positions, expected[i], `subscription ${i}`);
+            }
+          } finally {
+            await other.cleanup();
+          }
+        } finally {
+          for (const r of readers) await r.stop();
+        }
+      }));
+
+    it('listing many consumers gives each the lag it has alone, matching or not', () =>
+      withStore(makeStore, async (store) => {
+        const a = randomStream('lagA');
+        const b = randomStream('lagB');
+        for (let i = 0; i < 6; i++) {
+          await appendN(store, randomStream('other'), 4);
+          await appendN(store, i % 2 === 0 ? a : b, 1, i % 3 === 0 ? 'x.done' : 'thing.happened');
+        }
+        const head = await store.headPosition();
+        const filters: EventFilter[] = [
+          { streamPrefixes: [a] },
+          { streamPrefixes: [b], types: ['x.done'] },
+          { categories: [a.split('-')[0]!] },
+          { types: ['x.done'] },
+          { partition: { count: 3, index: 1 } },
+          {},
+          // Twelve that match nothing: enough consumers at one place for one shared read.
+          ...Array.from({ length: 12 }, (_, i) => ({ streamPrefixes: [`zz${i}-`] })),
+        ];
+        const names: string[] = [];
+        for (const [i, filter] of filters.entries()) {
+          const name = randomConsumer();
+          names.push(name);
+          await (await store.subscribe(name, { filter, from: [0, 3, 7][i % 3]! })).close();
+        }
+        const events = await readAllEvents(store);
+        const listed = new Map((await store.consumers.list()).map((c) => [c.name, c]));
+        const lagOf = (position: number, filter: EventFilter | undefined) =>
+          events.filter((e) => e.position > position && matchesFilter(filter, e)).length;
+        for (const [i, name] of names.entries()) {
+          const info = listed.get(name)!;
+          const alone = await store.consumers.get(name);
+          const group = filters[i]!.partition;
+          if (group) {
+            // A partition filter makes a group: each partition has its own lag.
+            for (const p of info.partitions!) {
+              const lag = lagOf(p.position, { partition: { count: group.count, index: p.index } });
+              assert.equal(p.lag, lag, `consumer ${i}, partition ${p.index}`);
+              assert.equal(alone.partitions![p.index]!.lag, lag, `consumer ${i} alone, partition ${p.index}`);
+            }
+            continue;
+          }
+          const lag = lagOf(info.position, filters[i]);
+          assert.equal(info.lag, lag, `consumer ${i} (from ${info.position}) of ${head}`);
+          assert.equal(alone.lag, lag, `consumer ${i} alone`);
         }
       }));
 
