@@ -48,13 +48,14 @@ export class AppendCoalescer {
   }
 
   /**
-   * Sends on the next turn of the event loop, so that every append made in this one (callers resumed
-   * together by the previous reply, say) travels in the same request.
+   * Sends once the code that appended has run to its end (a microtask later, not a turn of the event
+   * loop), so that the appends made together (callers resumed by the same reply, a `Promise.all`)
+   * travel in the same request.
    */
   private schedule(): void {
     if (this.scheduled) return;
     this.scheduled = true;
-    setImmediate(() => {
+    queueMicrotask(() => {
       this.scheduled = false;
       this.pump();
     });
