@@ -56,17 +56,25 @@ export class HttpApi {
   /**
    * `retry`: the request may be sent again after a network failure (it must be idempotent).
    * `answerStatuses`: error statuses whose JSON body is an answer too (`/health` replies 503 with its report).
+   * `json`: the body already serialised (instead of `body`).
    */
   async request<T>(
     method: string,
     path: string,
-    options: { query?: Query; body?: unknown; retry?: boolean; answerStatuses?: readonly number[] } = {},
+    options: {
+      query?: Query;
+      body?: unknown;
+      json?: string;
+      retry?: boolean;
+      answerStatuses?: readonly number[];
+    } = {},
   ): Promise<T> {
     const url = this.baseUrl + path + queryString(options.query);
     const headers: Record<string, string> = { accept: 'application/json', ...this.authHeaders };
     let body: Buffer | undefined;
-    if (options.body !== undefined) {
-      body = Buffer.from(JSON.stringify(options.body), 'utf8');
+    const json = options.json ?? (options.body === undefined ? undefined : JSON.stringify(options.body));
+    if (json !== undefined) {
+      body = Buffer.from(json, 'utf8');
       headers['content-type'] = 'application/json';
       headers['content-length'] = String(body.length);
     }

@@ -43,6 +43,7 @@ import {
   validateStreamName,
 } from '../core/validation.js';
 import { compileUpcasters, type UpcastEvents, type Upcasters } from '../core/upcasters.js';
+import { AppendCoalescer } from './appendCoalescer.js';
 import { HttpApi, type HttpApiOptions } from './httpApi.js';
 import { openRemoteSubscription, type RemoteSubscription } from './remoteSubscription.js';
 import { eventCount, traceAppend } from '../core/tracing.js';
@@ -55,6 +56,8 @@ const PAGE = 1000;
 export class RemoteEventStore implements EventStore {
   readonly url: string;
   private readonly http: HttpApi;
+  /** Concurrent appends share requests (`POST /v1/appends`). */
+  private readonly appends: AppendCoalescer;
   private readonly wsUrl: string;
   private readonly subscriptions = new Set<RemoteSubscription>();
   private closed = false;
@@ -70,6 +73,7 @@ export class RemoteEventStore implements EventStore {
     }
     this.url = base.href.replace(/\/+$/, '');
     this.http = new HttpApi(this.url, options);
+    this.appends = new AppendCoalescer(this.http);
     this.upcast = compileUpcasters(upcasters);
     this.wsUrl = `${this.url.replace(/^http/, 'ws')}/v1/subscribe`;
     this.consumers = this.consumerAdmin();
@@ -84,13 +88,9 @@ export class RemoteEventStore implements EventStore {
     this.assertOpen();
     const prepared = prepareAppend(stream, events, NO_LIMITS);
     const expectedVersion = appendExpectation(options);
-    const body = {
+    return this.appends.append(stream, {
       events: prepared.map((e) => ({ id: e.id, type: e.type, data: e.data, metadata: e.metadata })),
       expectedVersion,
-    };
-    return this.http.request<AppendResult>('POST', `/v1/streams/${encodeURIComponent(stream)}/events`, {
-      body,
-      retry: true,
     });
   }
 

@@ -23,6 +23,9 @@ export const MAX_TYPE_LENGTH = 256;
 /** Longest consumer name, in characters. Consumer names are `[A-Za-z0-9_.:-]`. */
 export const MAX_CONSUMER_NAME_LENGTH = 128;
 
+/** Most appends in one `POST /v1/appends` request (each is decided on its own). */
+export const MAX_APPENDS_PER_REQUEST = 1000;
+
 /** Most shred log entries one `shreds` call returns. */
 export const MAX_SHREDS_LIMIT = 1000;
 

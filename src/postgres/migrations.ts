@@ -110,7 +110,137 @@ export const EVENT_STORE_MIGRATIONS: PostgresMigration[] = [
     // running the version-1 code keeps working against an upgraded schema.
     version: 3,
     name: 'set-based append_batch',
+    sql: (s, schema) => appendBatchSql(s, schema, false),
+  },
+  {
+    // One append alone (what a sequential caller sends, and what the store sends when no other
+    // append waits): the same checks and outcomes as append_batch with one append, in four
+    // statements instead of about a dozen. append_batch stays for groups and for processes still
+    // running older code.
+    version: 4,
+    name: 'append_one',
+    sql: (s, schema) => appendOneSql(s, schema, false),
+  },
+  {
+    // The partition key of consumer groups: 32-bit FNV-1a of the stream name's UTF-8 bytes, as an
+    // unsigned number. A generated column: computed for the rows already stored (the table is
+    // rewritten once) and for every insert, whichever code path writes it.
+    version: 9,
+    name: 'stream hash',
+    sql: (s) => `
+      CREATE FUNCTION ${s}.stream_hash(p_stream text) RETURNS bigint
+      LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $fn$
+      DECLARE
+        b bytea := convert_to(p_stream, 'UTF8');
+        h bigint := 2166136261;
+        i integer;
+      BEGIN
+        FOR i IN 0 .. length(b) - 1 LOOP
+          h := ((h # get_byte(b, i)) * 16777619) & 4294967295;
+        END LOOP;
+        RETURN h;
+      END
+      $fn$;
+      ALTER TABLE ${s}.events ADD COLUMN stream_hash bigint GENERATED ALWAYS AS (${s}.stream_hash(stream)) STORED;
+    `,
+  },
+  {
+    // The generated column ran stream_hash (a PL/pgSQL loop over the name's bytes) for every event
+    // inserted; the append functions, the only writers of events, now compute it once per append
+    // and write it. The column keeps its values (no rewrite: PostgreSQL 13 or later). Same
+    // signatures and outcomes, so a process still running older code keeps working.
+    version: 11,
+    name: 'stream hash once per append',
     sql: (s, schema) => `
+      ALTER TABLE ${s}.events ALTER COLUMN stream_hash DROP EXPRESSION;
+      ${appendBatchSql(s, schema, true)}
+      ${appendOneSql(s, schema, true)}
+    `,
+  },
+];
+
+export interface MigrationTarget {
+  pool: Pool;
+  /** Unquoted schema name (already validated). */
+  schema: string;
+}
+
+/** Where a set of migrations records its versions, and the advisory-lock class that serialises it. */
+export interface MigrationLedger {
+  /** Table in the schema holding the applied versions. */
+  table: string;
+  lockClass: number;
+}
+
+/** The event store's ledger. */
+export const STORE_LEDGER: MigrationLedger = { table: 'schema_migrations', lockClass: MIGRATION_LOCK_CLASS };
+
+/**
+ * Brings the schema up to the newest of `migrations` and returns its version. Safe when several
+ * processes start at once: each takes a transaction-scoped advisory lock on the schema before
+ * creating anything, so the second waits for the first, then sees the recorded versions and applies
+ * nothing. A schema already up to date is recognised without taking the lock.
+ */
+export async function runPgMigrations(
+  target: MigrationTarget,
+  migrations: readonly PostgresMigration[],
+  ledger: MigrationLedger = STORE_LEDGER,
+): Promise<number> {
+  const s = quoteSchema(target.schema);
+  const table = `${s}.${ledger.table}`;
+  const sorted = [...migrations].sort((a, b) => a.version - b.version);
+  const latest = sorted[sorted.length - 1]?.version ?? 0;
+  if ((await currentVersion(target, ledger)) >= latest) return latest;
+  const { client, release } = await checkout(target.pool);
+  try {
+    await client.query('BEGIN');
+    await client.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [ledger.lockClass, target.schema]);
+    await client.query(`CREATE SCHEMA IF NOT EXISTS ${s}`);
+    await client.query(
+      `CREATE TABLE IF NOT EXISTS ${table} (
+         version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`,
+    );
+    const r = await client.query<{ v: number }>(`SELECT coalesce(max(version), 0)::int AS v FROM ${table}`);
+    let current = r.rows[0]?.v ?? 0;
+    for (const m of sorted) {
+      if (m.version <= current) continue;
+      await client.query(m.sql(s, target.schema));
+      await client.query(`INSERT INTO ${table} (version, name) VALUES ($1, $2)`, [m.version, m.name]);
+      current = m.version;
+    }
+    await client.query('COMMIT');
+    release();
+    return current;
+  } catch (err) {
+    await client.query('ROLLBACK').catch(() => undefined);
+    release(err instanceof Error ? err : true);
+    throw err;
+  }
+}
+
+/** The highest migration version recorded in the schema, 0 when it has none. */
+export async function currentVersion(
+  target: MigrationTarget,
+  ledger: MigrationLedger = STORE_LEDGER,
+): Promise<number> {
+  const table = `${quoteSchema(target.schema)}.${ledger.table}`;
+  const r = await target.pool.query<{ v: number | null }>(
+    `SELECT CASE WHEN to_regclass($1) IS NULL THEN 0 END AS v`,
+    [table],
+  );
+  if (r.rows[0]?.v === 0) return 0;
+  const v = await target.pool.query<{ v: number }>(
+    `SELECT coalesce(max(version), 0)::int AS v FROM ${table}`,
+  );
+  return v.rows[0]?.v ?? 0;
+}
+
+/**
+ * `append_batch` (migration 3; `hashed`: migration 11, which also writes `stream_hash`, computed once
+ * per append instead of per event by a generated column). `hashed: false` is migration 3's text.
+ */
+function appendBatchSql(s: string, schema: string, hashed: boolean): string {
+  return `
       -- Several appends in one statement and one transaction (the store groups concurrent appends).
       -- The head row lock is taken first and held until commit: positions are handed out in commit
       -- order with no gaps, and every check below sees all earlier commits. Per append (events
@@ -148,7 +278,7 @@ export const EVENT_STORE_MIGRATIONS: PostgresMigration[] = [
         i         integer;
         n         integer;
         v_cur     integer;
-        v_exp     text;
+        v_exp     text;${hashed ? '\n        v_hash    bigint[];  -- per append: stream_hash of its stream' : ''}
       BEGIN
         SELECT h.position INTO v_head FROM ${s}.head h WHERE h.id FOR UPDATE;
         v_now := clock_timestamp();
@@ -237,14 +367,14 @@ export const EVENT_STORE_MIGRATIONS: PostgresMigration[] = [
         END LOOP;
 
         -- Every written event in one statement.
-        IF v_head > v_start THEN
-          INSERT INTO ${s}.events (position, id, stream, version, type, data, metadata, recorded_at)
-          SELECT w.first_position + e.k - 1, e.id, w.stream, w.base + e.k, e.type, e.data::json, e.metadata::json, v_now
+        IF v_head > v_start THEN${hashed ? `\n          v_hash := ARRAY(SELECT ${s}.stream_hash(u.s) FROM unnest(p_streams) WITH ORDINALITY AS u(s, a) ORDER BY u.a);` : ''}
+          INSERT INTO ${s}.events (position, id, stream, version, type, data, metadata, recorded_at${hashed ? ', stream_hash' : ''})
+          SELECT w.first_position + e.k - 1, e.id, w.stream, w.base + e.k, e.type, e.data::json, e.metadata::json, v_now${hashed ? ', w.hash' : ''}
             FROM unnest(v_app, v_k, p_ids, p_types, p_data, p_metadata) AS e(a, k, id, type, data, metadata)
             JOIN (
-              SELECT o.a, o.first_position, o.base, o.stream
-                FROM unnest(v_outcome, v_first, v_base, p_streams) WITH ORDINALITY
-                     AS o(outcome, first_position, base, stream, a)
+              SELECT o.a, o.first_position, o.base, o.stream${hashed ? ', o.hash' : ''}
+                FROM unnest(v_outcome, v_first, v_base, p_streams${hashed ? ', v_hash' : ''}) WITH ORDINALITY
+                     AS o(outcome, first_position, base, stream${hashed ? ', hash' : ''}, a)
                WHERE o.outcome = 'ok'
             ) AS w ON w.a = e.a
            ORDER BY 1;
@@ -259,16 +389,12 @@ export const EVENT_STORE_MIGRATIONS: PostgresMigration[] = [
            ORDER BY o.a;
       END
       $fn$;
-    `,
-  },
-  {
-    // One append alone (what a sequential caller sends, and what the store sends when no other
-    // append waits): the same checks and outcomes as append_batch with one append, in four
-    // statements instead of about a dozen. append_batch stays for groups and for processes still
-    // running older code.
-    version: 4,
-    name: 'append_one',
-    sql: (s, schema) => `
+    `;
+}
+
+/** `append_one` (migration 4; `hashed`: migration 11, as `appendBatchSql`). `hashed: false` is migration 4's text. */
+function appendOneSql(s: string, schema: string, hashed: boolean): string {
+  return `
       -- One append of cardinality(p_ids) events to p_stream: 'ok', 'exists' (one of its ids is already
       -- stored) or 'wrong_expected_version' (version = the stream's actual version), as append_batch.
       --
@@ -277,7 +403,7 @@ export const EVENT_STORE_MIGRATIONS: PostgresMigration[] = [
       -- append_batch locks with SELECT ... FOR UPDATE and updates later (two row writes, two WAL
       -- records). Every later statement takes a new snapshot, so its checks see every earlier commit.
       -- When nothing is written the head is put back, and nothing is notified.
-      CREATE FUNCTION ${s}.append_one(
+      CREATE ${hashed ? 'OR REPLACE ' : ''}FUNCTION ${s}.append_one(
         p_stream text, p_expected text, p_ids uuid[], p_types text[], p_data text[], p_metadata text[]
       ) RETURNS TABLE (outcome text, version integer, first_position bigint, last_position bigint)
       LANGUAGE plpgsql AS $fn$
@@ -286,7 +412,7 @@ export const EVENT_STORE_MIGRATIONS: PostgresMigration[] = [
         v_head  bigint;
         v_cur   integer;
         v_found boolean;
-        v_now   timestamptz;
+        v_now   timestamptz;${hashed ? '\n        v_hash  bigint;' : ''}
       BEGIN
         IF n = 0 OR cardinality(p_types) <> n OR cardinality(p_data) <> n OR cardinality(p_metadata) <> n THEN
           RAISE EXCEPTION 'append_one: % ids, % types, % data, % metadata',
@@ -324,12 +450,12 @@ export const EVENT_STORE_MIGRATIONS: PostgresMigration[] = [
           RETURN;
         END IF;
 
-        IF n = 1 THEN
-          INSERT INTO ${s}.events (position, id, stream, version, type, data, metadata, recorded_at)
-          VALUES (v_head + 1, p_ids[1], p_stream, v_cur + 1, p_types[1], p_data[1]::json, p_metadata[1]::json, v_now);
+${hashed ? `        v_hash := ${s}.stream_hash(p_stream);\n` : ''}        IF n = 1 THEN
+          INSERT INTO ${s}.events (position, id, stream, version, type, data, metadata, recorded_at${hashed ? ', stream_hash' : ''})
+          VALUES (v_head + 1, p_ids[1], p_stream, v_cur + 1, p_types[1], p_data[1]::json, p_metadata[1]::json, v_now${hashed ? ', v_hash' : ''});
         ELSE
-          INSERT INTO ${s}.events (position, id, stream, version, type, data, metadata, recorded_at)
-          SELECT v_head + t.k, t.id, p_stream, v_cur + t.k, t.type, t.data::json, t.metadata::json, v_now
+          INSERT INTO ${s}.events (position, id, stream, version, type, data, metadata, recorded_at${hashed ? ', stream_hash' : ''})
+          SELECT v_head + t.k, t.id, p_stream, v_cur + t.k, t.type, t.data::json, t.metadata::json, v_now${hashed ? ', v_hash' : ''}
             FROM unnest(p_ids, p_types, p_data, p_metadata) WITH ORDINALITY AS t(id, type, data, metadata, k);
         END IF;
         PERFORM pg_notify('${appendChannel(schema)}', (v_head + n)::text);
@@ -340,105 +466,5 @@ export const EVENT_STORE_MIGRATIONS: PostgresMigration[] = [
         RETURN NEXT;
       END
       $fn$;
-    `,
-  },
-  {
-    // The partition key of consumer groups: 32-bit FNV-1a of the stream name's UTF-8 bytes, as an
-    // unsigned number. A generated column: computed for the rows already stored (the table is
-    // rewritten once) and for every insert, whichever code path writes it.
-    version: 9,
-    name: 'stream hash',
-    sql: (s) => `
-      CREATE FUNCTION ${s}.stream_hash(p_stream text) RETURNS bigint
-      LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $fn$
-      DECLARE
-        b bytea := convert_to(p_stream, 'UTF8');
-        h bigint := 2166136261;
-        i integer;
-      BEGIN
-        FOR i IN 0 .. length(b) - 1 LOOP
-          h := ((h # get_byte(b, i)) * 16777619) & 4294967295;
-        END LOOP;
-        RETURN h;
-      END
-      $fn$;
-      ALTER TABLE ${s}.events ADD COLUMN stream_hash bigint GENERATED ALWAYS AS (${s}.stream_hash(stream)) STORED;
-    `,
-  },
-];
-
-export interface MigrationTarget {
-  pool: Pool;
-  /** Unquoted schema name (already validated). */
-  schema: string;
-}
-
-/** Where a set of migrations records its versions, and the advisory-lock class that serialises it. */
-export interface MigrationLedger {
-  /** Table in the schema holding the applied versions. */
-  table: string;
-  lockClass: number;
-}
-
-/** The event store's ledger. */
-export const STORE_LEDGER: MigrationLedger = { table: 'schema_migrations', lockClass: MIGRATION_LOCK_CLASS };
-
-/**
- * Brings the schema up to the newest of `migrations` and returns its version. Safe when several
- * processes start at once: each takes a transaction-scoped advisory lock on the schema before
- * creating anything, so the second waits for the first, then sees the recorded versions and applies
- * nothing. A schema already up to date is recognised without taking the lock.
- */
-export async function runPgMigrations(
-  target: MigrationTarget,
-  migrations: readonly PostgresMigration[],
-  ledger: MigrationLedger = STORE_LEDGER,
-): Promise<number> {
-  const s = quoteSchema(target.schema);
-  const table = `${s}.${ledger.table}`;
-  const sorted = [...migrations].sort((a, b) => a.version - b.version);
-  const latest = sorted[sorted.length - 1]?.version ?? 0;
-  if ((await currentVersion(target, ledger)) >= latest) return latest;
-  const { client, release } = await checkout(target.pool);
-  try {
-    await client.query('BEGIN');
-    await client.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [ledger.lockClass, target.schema]);
-    await client.query(`CREATE SCHEMA IF NOT EXISTS ${s}`);
-    await client.query(
-      `CREATE TABLE IF NOT EXISTS ${table} (
-         version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`,
-    );
-    const r = await client.query<{ v: number }>(`SELECT coalesce(max(version), 0)::int AS v FROM ${table}`);
-    let current = r.rows[0]?.v ?? 0;
-    for (const m of sorted) {
-      if (m.version <= current) continue;
-      await client.query(m.sql(s, target.schema));
-      await client.query(`INSERT INTO ${table} (version, name) VALUES ($1, $2)`, [m.version, m.name]);
-      current = m.version;
-    }
-    await client.query('COMMIT');
-    release();
-    return current;
-  } catch (err) {
-    await client.query('ROLLBACK').catch(() => undefined);
-    release(err instanceof Error ? err : true);
-    throw err;
-  }
-}
-
-/** The highest migration version recorded in the schema, 0 when it has none. */
-export async function currentVersion(
-  target: MigrationTarget,
-  ledger: MigrationLedger = STORE_LEDGER,
-): Promise<number> {
-  const table = `${quoteSchema(target.schema)}.${ledger.table}`;
-  const r = await target.pool.query<{ v: number | null }>(
-    `SELECT CASE WHEN to_regclass($1) IS NULL THEN 0 END AS v`,
-    [table],
-  );
-  if (r.rows[0]?.v === 0) return 0;
-  const v = await target.pool.query<{ v: number }>(
-    `SELECT coalesce(max(version), 0)::int AS v FROM ${table}`,
-  );
-  return v.rows[0]?.v ?? 0;
+    `;
 }

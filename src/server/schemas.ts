@@ -5,7 +5,7 @@
 import { z } from 'zod';
 import { LATENCY_BUCKETS, MONITOR_COUNTERS } from '../core/consumerMonitors.js';
 import { InvalidInputError } from '../core/errors.js';
-import { SUBSCRIBE_BOUNDS } from '../core/limits.js';
+import { MAX_APPENDS_PER_REQUEST, SUBSCRIBE_BOUNDS } from '../core/limits.js';
 import { clip } from './clip.js';
 
 /** Formats a zod issue path like `events[2].type`. */
@@ -47,6 +47,27 @@ export const appendBodySchema = z.strictObject(
     expectedVersion: expectedVersionSchema.optional(),
   },
   { error: 'must be a JSON object { events, expectedVersion? }' },
+);
+
+/** `POST /v1/appends`: the list only; each entry is checked on its own (`appendItemSchema`). */
+export const appendsBodySchema = z.strictObject(
+  {
+    appends: z
+      .array(z.unknown(), { error: 'must be an array of appends' })
+      .min(1, { error: 'must hold at least one append' })
+      .max(MAX_APPENDS_PER_REQUEST, { error: `must hold at most ${MAX_APPENDS_PER_REQUEST} appends` }),
+  },
+  { error: 'must be a JSON object { appends }' },
+);
+
+/** One entry of `POST /v1/appends`: the body of `POST /v1/streams/:stream/events` plus its stream. */
+export const appendItemSchema = z.strictObject(
+  {
+    stream: z.string({ error: 'must be a string' }),
+    events: z.array(z.unknown(), { error: 'must be an array of events' }),
+    expectedVersion: expectedVersionSchema.optional(),
+  },
+  { error: 'must be a JSON object { stream, events, expectedVersion? }' },
 );
 
 export const resetBodySchema = z.strictObject(

@@ -43,6 +43,7 @@ const SECRET: Record<Exclude<Scope, never>, string> = {
 /** [method, path, scope, body] for every HTTP route that needs a token. */
 const ROUTES: [string, string, Scope, unknown][] = [
   ['POST', '/v1/streams/invoice-1/events', 'append', { events: [{ type: 'a', data: 1 }] }],
+  ['POST', '/v1/appends', 'append', { appends: [{ stream: 'invoice-1', events: [{ type: 'a', data: 1 }] }] }],
   ['GET', '/v1/streams/invoice-1/events', 'read', undefined],
   ['GET', '/v1/events', 'read', undefined],
   ['GET', '/v1/consumers', 'read', undefined],

@@ -5,6 +5,7 @@
  * Run in-process (fastify inject) and over a real port by http.test.ts.
  */
 import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import type { EventStore } from '../../src/core/eventStore.js';
 import type { Subscription } from '../../src/core/subscription.js';
@@ -99,6 +100,83 @@ export function describeHttpApi(name: string, make: MakeHttpTarget): void {
       assert.equal(good.status, 201);
       assert.equal(good.json.version, 2);
     });
+
+    it('POST /v1/appends decides each append on its own: results and errors in list order', async () => {
+      const [a, b, c] = [randomStream(), randomStream(), randomStream()];
+      const id = randomUUID();
+      const first = await t.request('POST', appendPath(a), {
+        body: { events: [{ id, type: 'a', data: 1 }] },
+      });
+      assert.equal(first.status, 201, first.text);
+      const head = await t.store.headPosition();
+      const r = await t.request('POST', '/v1/appends', {
+        body: {
+          appends: [
+            // A retry of the append above: a duplicate, with the original result.
+            { stream: a, events: [{ id, type: 'a', data: 1 }] },
+            { stream: b, events: [{ type: 'b', data: 1 }], expectedVersion: 'no_stream' },
+            { stream: a, events: [{ type: 'a', data: 2 }], expectedVersion: 0 },
+            { stream: c, events: [{ type: 5, data: 1 }] },
+            { stream: 's'.repeat(201), events: [{ type: 'a', data: 1 }] },
+            { stream: c, events: [{ type: 'c', data: 'x'.repeat(20_000) }] },
+            { events: [{ type: 'c', data: 1 }] },
+            'not an append',
+            { stream: c, events: [{ type: 'c', data: 1 }], expectedVersion: 0 },
+          ],
+        },
+      });
+      assert.equal(r.status, 200, r.text);
+      const results = r.json.results as {
+        [key: string]: unknown;
+        error: { code: string; details: Record<string, unknown> };
+      }[];
+      assert.equal(results.length, 9);
+      assert.deepEqual(results[0], { ...first.json, duplicate: true });
+      assert.equal(results[1]!.stream, b);
+      assert.equal(results[1]!.version, 1);
+      assert.equal(results[1]!.duplicate, false);
+      assert.equal(results[2]!.error.code, 'wrong_expected_version');
+      assert.equal(results[2]!.error.details.actual, 1);
+      // Fields are named within the append, as the single-append route names them.
+      assert.deepEqual(
+        results.slice(3, 8).map((x) => [x.error.code, x.error.details.field]),
+        [
+          ['invalid_input', 'events[0].type'],
+          ['invalid_input', 'stream'],
+          ['too_large', 'events[0]'],
+          ['invalid_input', 'stream'],
+          ['invalid_input', 'append'],
+        ],
+      );
+      assert.equal(results[8]!.version, 1);
+      assert.equal(await t.store.headPosition(), head + 2, 'only the two new appends wrote');
+      assert.equal(await t.store.streamVersion(a), 1);
+    });
+
+    for (const [what, body, field] of [
+      ['no appends', { appends: [] }, 'appends'],
+      ['appends not an array', { appends: {} }, 'appends'],
+      [
+        '1001 appends',
+        { appends: Array.from({ length: 1001 }, () => ({ stream: 'a', events: [{ type: 'a', data: 1 }] })) },
+        'appends',
+      ],
+      [
+        'an unknown top-level field',
+        { appends: [{ stream: 'a', events: [{ type: 'a', data: 1 }] }], extra: 1 },
+        'extra',
+      ],
+      ['a body that is an array', [], 'body'],
+    ] as const) {
+      it(`POST /v1/appends with ${what} is 400 naming ${field}, and writes nothing`, async () => {
+        const head = await t.store.headPosition();
+        const r = await t.request('POST', '/v1/appends', { body });
+        assert.equal(r.status, 400, r.text);
+        assert.equal(r.json.error.code, 'invalid_input');
+        assert.equal(r.json.error.details.field, field);
+        assert.equal(await t.store.headPosition(), head);
+      });
+    }
 
     const badAppends: [string, string | undefined, unknown, string][] = [
       ['events missing', undefined, {}, 'events'],

@@ -65,6 +65,26 @@ describe('a prefix-restricted token cannot see other tenants', () => {
         details: { what: 'stream', name: 'order-1' },
       });
     }
+    // In a list of appends, the same answer for that append alone; the one inside the prefixes is written.
+    const many = await request('POST', '/v1/appends', {
+      ...INV,
+      body: {
+        appends: [
+          { stream: 'order-1', events: [{ type: 'x', data: 1 }] },
+          { stream: 'invoice-1', events: [{ type: 'x', data: 1 }] },
+        ],
+      },
+    });
+    assert.equal(many.status, 200, many.text);
+    assert.deepEqual(many.json.results[0], {
+      error: {
+        code: 'not_found',
+        message: 'stream "order-1" not found',
+        details: { what: 'stream', name: 'order-1' },
+      },
+    });
+    assert.equal(many.json.results[1].stream, 'invoice-1');
+    assert.equal(await f.store.streamVersion('order-1'), 1);
     // The unrestricted admin still sees it.
     assert.equal((await request('GET', `/v1/consumers/${other}`, { token: 'admin-secret' })).status, 200);
   });

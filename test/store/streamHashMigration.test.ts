@@ -77,13 +77,24 @@ describe('stream hash migration', () => {
         await pool.query(`UPDATE ${schema}.head SET position = $1`, [STREAMS.length]);
         const store = await openPostgresStore({ pool, schema });
         try {
+          // New events get it from the append functions: an append alone of one event and of
+          // several (append_one), and appends grouped in one call (append_batch).
           await store.append('order-43', [{ type: 't', data: {} }]);
+          await store.append('ördér-44', [
+            { type: 't', data: {} },
+            { type: 't', data: {} },
+          ]);
+          await Promise.all([
+            store.append('order-45', [{ type: 't', data: {} }]),
+            store.append('order-43', [{ type: 't', data: {} }]),
+          ]);
           const r = await pool.query<{ stream: string; stream_hash: string }>(
             `SELECT stream, stream_hash FROM ${schema}.events ORDER BY position`,
           );
+          const appended = ['order-43', 'ördér-44', 'ördér-44', 'order-45', 'order-43'];
           assert.deepEqual(
-            r.rows.map((row) => Number(row.stream_hash)),
-            [...STREAMS, 'order-43'].map(streamHash),
+            r.rows.map((row) => [row.stream, Number(row.stream_hash)]),
+            [...STREAMS, ...appended].map((s) => [s, streamHash(s)]),
           );
         } finally {
           await store.close();
