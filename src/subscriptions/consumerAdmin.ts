@@ -167,13 +167,16 @@ export class EngineConsumerAdmin implements ConsumerAdmin {
     // Stateless (any server process may answer a remote member): the stored epoch of the member's own lease.
     const state = await this.backend.get(record);
     const renewed = state?.owner === member ? await this.backend.renew(record, state.epoch, ttlMs) : null;
+    // A record registered but not yet acquired has no live lease, so another member's sweep below may
+    // delete it in between: register it again (a few times) rather than fail the heartbeat.
     if (!renewed?.ok) {
-      const reg = await this.backend.register(record, {}, 0);
-      if (!reg.ok) throw new ConsumerIdentityConflictError(record, reg.existingFilter, {});
-      const lease = await this.backend.acquire(record, member, ttlMs);
-      if (!lease.ok) {
+      for (let attempt = 1; ; attempt++) {
+        const reg = await this.backend.register(record, {}, 0);
+        if (!reg.ok) throw new ConsumerIdentityConflictError(record, reg.existingFilter, {});
+        const lease = await this.backend.acquire(record, member, ttlMs);
+        if (lease.ok) break;
         if (lease.reason === 'busy') throw new ConsumerBusyError(record, lease.owner, lease.leaseExpiresAt);
-        throw new NotFoundError('consumer', record);
+        if (attempt === 5) throw new NotFoundError('consumer', record);
       }
     }
     const now = Date.now();
