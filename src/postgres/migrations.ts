@@ -365,6 +365,231 @@ export const EVENT_STORE_MIGRATIONS: PostgresMigration[] = [
       ALTER TABLE ${s}.events ADD COLUMN stream_hash bigint GENERATED ALWAYS AS (${s}.stream_hash(stream)) STORED;
     `,
   },
+  {
+    // The partition key computed by the appending process (`streamHash` in JavaScript, the same
+    // FNV-1a) and passed with the events, instead of by version 9's PL/pgSQL function for every
+    // inserted row (about 5 us a row). The generated column becomes a plain one: the rows already
+    // stored keep their hash (DROP EXPRESSION rewrites nothing). append_one and append_batch gain
+    // the hash as a parameter (one per append, of its stream); their earlier signatures stay as
+    // wrappers that compute it with stream_hash(), so a process still running the earlier code
+    // writes the same hashes.
+    version: 11,
+    name: 'stream hash from the caller',
+    sql: (s, schema) => `
+      ALTER TABLE ${s}.events ALTER COLUMN stream_hash DROP EXPRESSION;
+
+      -- Version 4's append_one with p_hash, the stream's hash, written with every event.
+      CREATE FUNCTION ${s}.append_one(
+        p_stream text, p_hash bigint, p_expected text, p_ids uuid[], p_types text[], p_data text[], p_metadata text[]
+      ) RETURNS TABLE (outcome text, version integer, first_position bigint, last_position bigint)
+      LANGUAGE plpgsql AS $fn$
+      DECLARE
+        n       integer := coalesce(cardinality(p_ids), 0);
+        v_head  bigint;
+        v_cur   integer;
+        v_found boolean;
+        v_now   timestamptz;
+      BEGIN
+        IF n = 0 OR cardinality(p_types) <> n OR cardinality(p_data) <> n OR cardinality(p_metadata) <> n THEN
+          RAISE EXCEPTION 'append_one: % ids, % types, % data, % metadata',
+            n, cardinality(p_types), cardinality(p_data), cardinality(p_metadata);
+        END IF;
+        UPDATE ${s}.head h SET position = h.position + n WHERE h.id RETURNING h.position - n INTO v_head;
+        v_now := clock_timestamp();
+        IF n = 1 THEN
+          SELECT EXISTS (SELECT 1 FROM ${s}.events x WHERE x.id = p_ids[1]),
+                 coalesce((SELECT max(x.version) FROM ${s}.events x WHERE x.stream = p_stream), 0)
+            INTO v_found, v_cur;
+        ELSE
+          SELECT EXISTS (SELECT 1 FROM unnest(p_ids) AS u(id)
+                           CROSS JOIN LATERAL (SELECT 1 FROM ${s}.events x WHERE x.id = u.id LIMIT 1) AS hit),
+                 coalesce((SELECT max(x.version) FROM ${s}.events x WHERE x.stream = p_stream), 0)
+            INTO v_found, v_cur;
+        END IF;
+        IF v_found THEN
+          UPDATE ${s}.head h SET position = v_head WHERE h.id;
+          outcome := 'exists';
+          RETURN NEXT;
+          RETURN;
+        END IF;
+        IF NOT (p_expected = 'any'
+                OR (p_expected = 'no_stream' AND v_cur = 0)
+                OR (p_expected = 'stream_exists' AND v_cur > 0)
+                OR (p_expected ~ '^[0-9]+$' AND v_cur::numeric = p_expected::numeric)) THEN
+          UPDATE ${s}.head h SET position = v_head WHERE h.id;
+          outcome := 'wrong_expected_version';
+          version := v_cur;
+          RETURN NEXT;
+          RETURN;
+        END IF;
+
+        IF n = 1 THEN
+          INSERT INTO ${s}.events (position, id, stream, version, type, data, metadata, recorded_at, stream_hash)
+          VALUES (v_head + 1, p_ids[1], p_stream, v_cur + 1, p_types[1], p_data[1]::json, p_metadata[1]::json, v_now, p_hash);
+        ELSE
+          INSERT INTO ${s}.events (position, id, stream, version, type, data, metadata, recorded_at, stream_hash)
+          SELECT v_head + t.k, t.id, p_stream, v_cur + t.k, t.type, t.data::json, t.metadata::json, v_now, p_hash
+            FROM unnest(p_ids, p_types, p_data, p_metadata) WITH ORDINALITY AS t(id, type, data, metadata, k);
+        END IF;
+        PERFORM pg_notify('${appendChannel(schema)}', (v_head + n)::text);
+        outcome := 'ok';
+        version := v_cur + n;
+        first_position := v_head + 1;
+        last_position := v_head + n;
+        RETURN NEXT;
+      END
+      $fn$;
+
+      CREATE OR REPLACE FUNCTION ${s}.append_one(
+        p_stream text, p_expected text, p_ids uuid[], p_types text[], p_data text[], p_metadata text[]
+      ) RETURNS TABLE (outcome text, version integer, first_position bigint, last_position bigint)
+      LANGUAGE sql AS $fn$
+        SELECT * FROM ${s}.append_one(p_stream, ${s}.stream_hash(p_stream), p_expected, p_ids, p_types, p_data, p_metadata)
+      $fn$;
+
+      -- Version 3's append_batch with p_hashes, each append's stream hash, written with its events.
+      CREATE FUNCTION ${s}.append_batch(
+        p_streams text[], p_hashes bigint[], p_expected text[], p_counts integer[],
+        p_ids uuid[], p_types text[], p_data text[], p_metadata text[]
+      ) RETURNS TABLE (outcome text, version integer, first_position bigint, last_position bigint)
+      LANGUAGE plpgsql AS $fn$
+      DECLARE
+        n_app     integer := coalesce(cardinality(p_streams), 0);
+        v_head    bigint;
+        v_start   bigint;
+        v_now     timestamptz;
+        v_app     integer[];
+        v_k       integer[];
+        v_stored  boolean[];
+        v_clash   boolean[];
+        v_slot    integer[];
+        v_ver     integer[];
+        v_outcome text[];
+        v_version integer[];
+        v_first   bigint[];
+        v_last    bigint[];
+        v_base    integer[];
+        i         integer;
+        n         integer;
+        v_cur     integer;
+        v_exp     text;
+      BEGIN
+        SELECT h.position INTO v_head FROM ${s}.head h WHERE h.id FOR UPDATE;
+        v_now := clock_timestamp();
+        IF n_app = 0 THEN
+          RETURN;
+        END IF;
+        IF cardinality(p_expected) <> n_app OR cardinality(p_counts) <> n_app OR cardinality(p_hashes) <> n_app THEN
+          RAISE EXCEPTION 'append_batch: % streams, % hashes, % expected versions, % counts',
+            n_app, cardinality(p_hashes), cardinality(p_expected), cardinality(p_counts);
+        END IF;
+
+        SELECT array_agg(c.a ORDER BY c.a, g.k), array_agg(g.k ORDER BY c.a, g.k)
+          INTO v_app, v_k
+          FROM unnest(p_counts) WITH ORDINALITY AS c(n, a), generate_series(1, c.n) AS g(k);
+        IF coalesce(cardinality(v_app), 0) <> coalesce(cardinality(p_ids), 0)
+           OR cardinality(p_ids) <> cardinality(p_types)
+           OR cardinality(p_ids) <> cardinality(p_data)
+           OR cardinality(p_ids) <> cardinality(p_metadata) THEN
+          RAISE EXCEPTION 'append_batch: counts add up to % events, got % ids', cardinality(v_app), cardinality(p_ids);
+        END IF;
+
+        v_stored := array_fill(false, ARRAY[n_app]);
+        FOR i IN
+          SELECT DISTINCT e.a
+            FROM unnest(p_ids, v_app) AS e(id, a)
+            CROSS JOIN LATERAL (SELECT 1 FROM ${s}.events x WHERE x.id = e.id LIMIT 1) AS hit
+        LOOP
+          v_stored[i] := true;
+        END LOOP;
+
+        v_clash := array_fill(false, ARRAY[n_app]);
+        FOR i IN
+          SELECT DISTINCT b.a
+            FROM unnest(p_ids, v_app) AS b(id, a)
+            JOIN unnest(p_ids, v_app) AS c(id, a) ON c.id = b.id AND c.a < b.a
+        LOOP
+          v_clash[i] := true;
+        END LOOP;
+
+        SELECT array_agg(t.slot ORDER BY t.a), array_agg(t.cur ORDER BY t.a)
+          INTO v_slot, v_ver
+          FROM (
+            SELECT u.a, min(u.a) OVER (PARTITION BY u.s) AS slot,
+                   coalesce((SELECT max(x.version) FROM ${s}.events x WHERE x.stream = u.s), 0) AS cur
+              FROM unnest(p_streams) WITH ORDINALITY AS u(s, a)
+          ) AS t;
+
+        v_start := v_head;
+        v_outcome := array_fill(NULL::text, ARRAY[n_app]);
+        v_version := array_fill(NULL::integer, ARRAY[n_app]);
+        v_first := array_fill(NULL::bigint, ARRAY[n_app]);
+        v_last := array_fill(NULL::bigint, ARRAY[n_app]);
+        v_base := array_fill(NULL::integer, ARRAY[n_app]);
+        FOR i IN 1 .. n_app LOOP
+          n := p_counts[i];
+          IF v_stored[i] OR (v_clash[i] AND EXISTS (
+               SELECT 1
+                 FROM unnest(p_ids, v_app) AS b(id, a)
+                 JOIN unnest(p_ids, v_app) AS c(id, a) ON c.id = b.id
+                WHERE b.a = i AND c.a < i AND v_outcome[c.a] = 'ok')) THEN
+            v_outcome[i] := 'exists';
+            CONTINUE;
+          END IF;
+          v_cur := v_ver[v_slot[i]];
+          v_exp := p_expected[i];
+          IF NOT (v_exp = 'any'
+                  OR (v_exp = 'no_stream' AND v_cur = 0)
+                  OR (v_exp = 'stream_exists' AND v_cur > 0)
+                  OR (v_exp ~ '^[0-9]+$' AND v_cur::numeric = v_exp::numeric)) THEN
+            v_outcome[i] := 'wrong_expected_version';
+            v_version[i] := v_cur;
+            CONTINUE;
+          END IF;
+          v_outcome[i] := 'ok';
+          v_base[i] := v_cur;
+          v_version[i] := v_cur + n;
+          v_first[i] := v_head + 1;
+          v_last[i] := v_head + n;
+          v_head := v_head + n;
+          v_ver[v_slot[i]] := v_cur + n;
+        END LOOP;
+
+        IF v_head > v_start THEN
+          INSERT INTO ${s}.events (position, id, stream, version, type, data, metadata, recorded_at, stream_hash)
+          SELECT w.first_position + e.k - 1, e.id, w.stream, w.base + e.k, e.type, e.data::json, e.metadata::json, v_now, w.hash
+            FROM unnest(v_app, v_k, p_ids, p_types, p_data, p_metadata) AS e(a, k, id, type, data, metadata)
+            JOIN (
+              SELECT o.a, o.first_position, o.base, o.stream, o.hash
+                FROM unnest(v_outcome, v_first, v_base, p_streams, p_hashes) WITH ORDINALITY
+                     AS o(outcome, first_position, base, stream, hash, a)
+               WHERE o.outcome = 'ok'
+            ) AS w ON w.a = e.a
+           ORDER BY 1;
+          UPDATE ${s}.head h SET position = v_head WHERE h.id;
+          PERFORM pg_notify('${appendChannel(schema)}', v_head::text);
+        END IF;
+
+        RETURN QUERY
+          SELECT o.outcome, o.version, o.first_position, o.last_position
+            FROM unnest(v_outcome, v_version, v_first, v_last) WITH ORDINALITY
+                 AS o(outcome, version, first_position, last_position, a)
+           ORDER BY o.a;
+      END
+      $fn$;
+
+      CREATE OR REPLACE FUNCTION ${s}.append_batch(
+        p_streams text[], p_expected text[], p_counts integer[],
+        p_ids uuid[], p_types text[], p_data text[], p_metadata text[]
+      ) RETURNS TABLE (outcome text, version integer, first_position bigint, last_position bigint)
+      LANGUAGE sql AS $fn$
+        SELECT * FROM ${s}.append_batch(
+          p_streams,
+          ARRAY(SELECT ${s}.stream_hash(u.s) FROM unnest(p_streams) WITH ORDINALITY AS u(s, a) ORDER BY u.a),
+          p_expected, p_counts, p_ids, p_types, p_data, p_metadata)
+      $fn$;
+    `,
+  },
 ];
 
 export interface MigrationTarget {
