@@ -6,7 +6,8 @@ import { PG_ENTITY_DDL } from '../billing.js';
 import type { MemberCommand, MemberConfig, MemberMessage } from '../groupMemberChild.js';
 import { baselineRow, round, row, type Timed } from '../measure.js';
 import type { BenchRow, Scenario, ScenarioContext } from '../types.js';
-import { populate } from '../workload.js';
+import { streamPartition } from '../../core/streamHash.js';
+import { newEvent, populate, streamOf } from '../workload.js';
 
 const NAME = 'consumer-group';
 const PARTITIONS = 16;
@@ -203,6 +204,11 @@ async function timeMembers(
   }
 }
 
+/** A stream of the benchmark's workload whose events fall in partition `index` of PARTITIONS. */
+function streamInPartition(index: number): string {
+  for (let i = 0; ; i++) if (streamPartition(streamOf(i), PARTITIONS) === index) return streamOf(i);
+}
+
 /**
  * Takeover after a member's SIGKILL: 4 member processes share 16 partitions (1 ms handler, lease TTL
  * 2 s) with a backlog; one is killed, and the time runs from the kill until another member has
@@ -240,12 +246,19 @@ async function takeovers(setup: Setup, kills: number): Promise<number[]> {
       await until('the group settling', members, () => settled(PARTITIONS, members), 60_000);
       // A backlog in every partition, so that the dead member's partitions have events waiting.
       await populate(store, 3_200, { perCall: 16 });
-      await new Promise((resolve) => setTimeout(resolve, 500));
+      await new Promise((resolve) => setTimeout(resolve, 100));
       const victim = members.shift()!;
       const orphans = [...victim.held.keys()];
       if (orphans.length === 0) throw new Error(`${NAME}: the member to kill holds no partition`);
       victim.kill();
       const killedAt = performance.now();
+      // And an event in each of its partitions, should it have caught up with the backlog already.
+      await Promise.all(
+        orphans.map((index) => {
+          const stream = streamInPartition(index);
+          return store.append(stream, [newEvent(index, 'v7')]);
+        }),
+      );
       // Taken over: a survivor holds one of them and has acknowledged past where it took it.
       await until(
         'a takeover',
