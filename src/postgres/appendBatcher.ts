@@ -1,8 +1,7 @@
 import type { Pool, QueryResult } from 'pg';
 import type { ExpectedVersion } from '../core/expectedVersion.js';
 import type { PreparedEvent } from '../core/validation.js';
-import { streamHash } from '../core/streamHash.js';
-import { int4Array, int8Array, textArray, uuidArray } from './binaryArrays.js';
+import { int4Array, textArray, uuidArray } from './binaryArrays.js';
 import { isConnectionFault } from './connectionFaults.js';
 import { statementName } from './schemaName.js';
 
@@ -62,9 +61,6 @@ export interface AppendBatcherOptions {
  * after another, in the order they take the head row lock, so positions stay gap-free and in commit
  * order; what overlaps is the work outside the lock: this process serialising the next group, the
  * network, and the server parsing its arrays.
- *
- * Each append carries its stream's hash (`streamHash`), stored with its events as the partition key
- * of consumer groups, so the server computes nothing per row (store migration 11).
  */
 export class AppendBatcher {
   private queue: Pending[] = [];
@@ -173,10 +169,9 @@ export class AppendBatcher {
     return this.options.pool.query<OutcomeRow>({
       ...(this.names.one === undefined ? {} : { name: this.names.one }),
       text: `SELECT outcome, version, first_position, last_position
-         FROM ${this.options.s}.append_one($1::text, $2::bigint, $3::text, $4::uuid[], $5::text[], $6::text[], $7::text[])`,
+         FROM ${this.options.s}.append_one($1::text, $2::text, $3::uuid[], $4::text[], $5::text[], $6::text[])`,
       values: [
         p.stream,
-        streamHash(p.stream),
         String(p.expected),
         uuidArray(p.events.map((e) => e.id)),
         textArray(p.events.map((e) => e.type)),
@@ -191,11 +186,10 @@ export class AppendBatcher {
     return this.options.pool.query<OutcomeRow>({
       ...(this.names.group === undefined ? {} : { name: this.names.group }),
       text: `SELECT outcome, version, first_position, last_position
-         FROM ${this.options.s}.append_batch($1::text[], $2::int8[], $3::text[], $4::int[], $5::uuid[], $6::text[], $7::text[], $8::text[])`,
+         FROM ${this.options.s}.append_batch($1::text[], $2::text[], $3::int[], $4::uuid[], $5::text[], $6::text[], $7::text[])`,
       // Binary arrays: no quoting of the JSON texts on either side (see binaryArrays.ts).
       values: [
         textArray(batch.map((p) => p.stream)),
-        int8Array(batch.map((p) => streamHash(p.stream))),
         textArray(batch.map((p) => String(p.expected))),
         int4Array(batch.map((p) => p.events.length)),
         uuidArray(events.map((e) => e.id)),

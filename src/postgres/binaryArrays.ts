@@ -13,7 +13,6 @@
 /** Built-in type OIDs (fixed in every PostgreSQL release). */
 const TEXT_OID = 25;
 const INT4_OID = 23;
-const INT8_OID = 20;
 const UUID_OID = 2950;
 
 const HEADER = 20;
@@ -51,21 +50,6 @@ export function int4Array(values: readonly number[]): Buffer {
     buf.writeInt32BE(4, at);
     buf.writeInt32BE(v, at + 4);
     at += 8;
-  }
-  return buf;
-}
-
-/** An `int8[]` parameter from safe integers. */
-export function int8Array(values: readonly number[]): Buffer {
-  const buf = Buffer.allocUnsafe(HEADER + 12 * values.length);
-  header(buf, values.length, INT8_OID);
-  let at = HEADER;
-  for (const v of values) {
-    const high = Math.floor(v / 2 ** 32);
-    buf.writeInt32BE(8, at);
-    buf.writeInt32BE(high, at + 4);
-    buf.writeUInt32BE(v - high * 2 ** 32, at + 8);
-    at += 12;
   }
   return buf;
 }

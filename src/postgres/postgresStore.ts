@@ -526,7 +526,7 @@ export class PostgresEventStore implements EventStore {
   }
 }
 
-/** Every schema step of the store: events (1, 3, 4, 9, 11), consumer state (2, 5, 7, 8), subject keys (6), shred log (10). */
+/** Every schema step of the store: events (1, 3), consumer state (2), ledger horizons (4), subject keys (6), shred log (10). */
 export const STORE_MIGRATIONS: readonly PostgresMigration[] = [
   ...EVENT_STORE_MIGRATIONS,
   ...SUBSCRIPTION_MIGRATIONS,

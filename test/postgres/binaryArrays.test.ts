@@ -1,13 +1,13 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { describe, it } from 'node:test';
-import { int4Array, int8Array, textArray, uuidArray } from '../../src/postgres/binaryArrays.js';
+import { int4Array, textArray, uuidArray } from '../../src/postgres/binaryArrays.js';
 import { pgTestContext } from './pgFixtures.js';
 
 const ctx = await pgTestContext();
 
 describe('binary array parameters', { skip: ctx.skip }, () => {
-  it('reach the server exactly as text[], int4[], int8[] and uuid[]', async () => {
+  it('reach the server exactly as text[], int4[] and uuid[]', async () => {
     const store = await ctx.openSharedStore();
     try {
       const texts = [
@@ -22,12 +22,10 @@ describe('binary array parameters', { skip: ctx.skip }, () => {
       ];
       const ints = [0, 1, -1, 2_147_483_647, -2_147_483_648, 100];
       const uuids = [randomUUID(), randomUUID().toUpperCase(), '00000000-0000-0000-0000-000000000000'];
-      const bigs = [0, 1, -1, 4_294_967_295, 2 ** 40 + 7, -(2 ** 40) - 7, Number.MAX_SAFE_INTEGER];
-      const r = await store.pool.query<{ t: string[]; i: number[]; u: string[]; n: number; b: string[] }>(
-        'SELECT $1::text[] AS t, $2::int4[] AS i, $3::uuid[] AS u, cardinality($4::text[]) AS n, $5::int8[] AS b',
-        [textArray(texts), int4Array(ints), uuidArray(uuids), textArray([]), int8Array(bigs)],
+      const r = await store.pool.query<{ t: string[]; i: number[]; u: string[]; n: number }>(
+        'SELECT $1::text[] AS t, $2::int4[] AS i, $3::uuid[] AS u, cardinality($4::text[]) AS n',
+        [textArray(texts), int4Array(ints), uuidArray(uuids), textArray([])],
       );
-      assert.deepEqual(r.rows[0]?.b, bigs.map(String));
       assert.deepEqual(r.rows[0]?.t, texts);
       assert.deepEqual(r.rows[0]?.i, ints);
       assert.deepEqual(
