@@ -120,6 +120,8 @@ const hookedSource: ConsumerSource = {
   ...(source.readStream && { readStream: (s, o) => source.readStream!(s, o) }),
   ...(source.readAll && { readAll: (o) => source.readAll!(o) }),
   headPosition: () => source.headPosition(),
+  // An idem store stays one (consumer groups keep their members and partitions in it).
+  ...(natsSource ? {} : { consumers: store.consumers, deadLetters: store.deadLetters }),
   subscribe: async (consumer, options) => {
     const sub = await source.subscribe(consumer, options);
     const hooked: Subscription = {

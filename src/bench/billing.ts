@@ -122,3 +122,25 @@ export async function pgBillingBatchHandler(events: RecordedEvent[], ctx: { tx: 
     values: [customers, invoiced, paid],
   });
 }
+
+/**
+ * Per entity rather than per customer: one row per stream, as a projection keyed by its entity keeps
+ * it (the members of a consumer group then never write the same row).
+ */
+export const PG_ENTITY_DDL = `
+  CREATE TABLE IF NOT EXISTS entity_accounts (
+    stream text PRIMARY KEY, amount bigint NOT NULL, events integer NOT NULL
+  )`;
+
+const PG_ENTITY_UPSERT = `INSERT INTO entity_accounts (stream, amount, events) VALUES ($1, $2, 1)
+  ON CONFLICT (stream) DO UPDATE SET amount = entity_accounts.amount + excluded.amount,
+    events = entity_accounts.events + 1`;
+
+/** The per-entity handler: one upsert per event through `ctx.tx`, as a named prepared statement. */
+export async function pgEntityHandler(e: RecordedEvent, ctx: { tx: PoolClient }): Promise<void> {
+  await ctx.tx.query({
+    name: 'bench_entity_upsert',
+    text: PG_ENTITY_UPSERT,
+    values: [e.stream, (e.data as { amount: number }).amount],
+  });
+}

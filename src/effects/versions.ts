@@ -40,10 +40,20 @@ export async function catchUpState(
 ): Promise<{ position: number; head: number; next: number | null }> {
   const info = await source.consumers.get(name);
   const head = await source.headPosition();
+  // A group: each partition's cursor against its own events (the lowest cursor is behind events
+  // that the other partitions have handled).
+  const cursors = info.partitions
+    ? info.partitions.map((p) => ({
+        after: p.position,
+        filter: { ...info.filter, partition: { count: info.partitions!.length, index: p.index } },
+      }))
+    : [{ after: info.position, filter: info.filter }];
   let next: number | null = null;
-  for await (const e of source.readAll({ after: info.position, filter: info.filter, limit: 1 })) {
-    if (e.position <= head) next = e.position;
-    break;
+  for (const { after, filter } of cursors) {
+    for await (const e of source.readAll({ after, filter, limit: 1 })) {
+      if (e.position <= head && (next === null || e.position < next)) next = e.position;
+      break;
+    }
   }
   return { position: info.position, head, next };
 }

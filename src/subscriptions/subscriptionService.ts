@@ -70,8 +70,8 @@ export class SubscriptionService {
     // A partition of a consumer group owns its own record (`<name>#<index>`): cursor, lease, epoch.
     const record = await checkGroupIdentity(this.backend, resolved.consumer, resolved.filter);
     const o = record === resolved.consumer ? resolved : { ...resolved, consumer: record };
-    await this.register(o);
     if (o.filter.partition) await this.registerPartitions(resolved.consumer, o);
+    else await this.register(o);
     for (;;) {
       const generation = this.released.generation;
       const lease = await this.backend.acquire(o.consumer, o.owner, o.leaseTtlMs);
@@ -136,12 +136,13 @@ export class SubscriptionService {
   /**
    * Registers every partition of the group at the same start, so that the group's listing shows all
    * of them (with their lag) from the first member on. Registering an existing one changes nothing.
+   * Partition 0 goes last: the group is seen (`groupPartitions`) once it exists, so members starting
+   * together never see a group with only some of its partitions.
    */
   private async registerPartitions(group: string, o: ResolvedSubscribeOptions): Promise<void> {
     const count = o.filter.partition!.count;
-    const last = partitionRecordName(group, count - 1);
-    if (await this.backend.get(last)) return;
-    for (let index = 0; index < count; index++) {
+    if (await this.backend.get(partitionRecordName(group, 0))) return;
+    for (let index = count - 1; index >= 0; index--) {
       const filter = { ...o.filter, partition: { count, index } };
       await this.register({ ...o, consumer: partitionRecordName(group, index), filter });
     }

@@ -140,6 +140,22 @@ function describeConsumerGroups<Tx>(
         for (const m of members) assert.ok(m.metrics().processed > 0, `${m.status().member} processed`);
       }));
 
+    it('members started at the same moment all join: none sees the group half registered', () =>
+      withGroup(async (g) => {
+        const c = randomCategory('acct');
+        const streams = Array.from({ length: 30 }, (_, i) => `${c}-${i}`);
+        const expected = await g.append(streams, 2);
+        const members = [g.member(), g.member(), g.member()];
+        await Promise.all(members.map((m) => m.start()));
+        await until(() => members.every((m) => (m.status().partitions?.length ?? 0) === PARTITIONS / 3), {
+          message: 'an even share',
+        });
+        await members[0]!.whenCaughtUp({ timeoutMs: 20_000 });
+        const totals = await g.totals();
+        assert.deepEqual(new Map([...totals].map(([s, t]) => [s, t.total])), expected);
+        assertInOrderOnce(g.handled, 2);
+      }));
+
     it('a member that stops hands its partitions to the others; one that joins takes its share', () =>
       withGroup(async (g) => {
         const c = randomCategory('acct');
