@@ -4,7 +4,7 @@
 // Usage: node scripts/run-tests.mjs [--fast] [substring-filter ...]
 //   --fast leaves out the files that kill processes, smoke-run the benchmarks, inject faults or run
 //   the CLI a process per command, runs the suites' small variants and sizes, and runs the files in
-//   IDEM_TEST_CONCURRENCY processes (default 4) instead of one per file (the inner loop:
+//   IDEM_TEST_CONCURRENCY processes (default 3) instead of one per file (the inner loop:
 //   `npm run test:fast`); `npm test` runs every file, each in its own process, as CI does.
 import { mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -72,7 +72,7 @@ if (files.length === 0) {
 }
 // --fast runs the files in a few processes, each importing its share of them in turn (see
 // `bundles`); `npm test` runs each file in its own process, as CI does.
-const concurrency = Number(process.env.IDEM_TEST_CONCURRENCY ?? (fast ? 4 : 2));
+const concurrency = Number(process.env.IDEM_TEST_CONCURRENCY ?? (fast ? 3 : 2));
 const entries = fast ? bundles(files, concurrency) : { paths: files, cleanup: () => {} };
 // A test that hangs fails after this long, with its name, instead of stalling the run (CI's budget
 // is 15 minutes; the slowest suite takes about 40 s).
