@@ -10,6 +10,7 @@ import fc from 'fast-check';
 import { createConsumer, type Consumer } from '../../src/consumer/consumer.js';
 import { createMemoryStore } from '../../src/memory/memoryStore.js';
 import { sqliteTarget } from '../../src/sqlite/target.js';
+import { bySpeed } from '../support/fast.js';
 import { randomConsumer } from '../support/names.js';
 import { tempDir } from '../support/tempDir.js';
 
@@ -125,7 +126,7 @@ describe('consumer group model (memory store, SQLite target)', () => {
           await dir.cleanup();
         }
       }),
-      { numRuns: 12 },
+      { numRuns: bySpeed(12, 4) },
     );
   });
 });

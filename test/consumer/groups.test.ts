@@ -10,6 +10,7 @@ import type { ConsumerInfo } from '../../src/core/subscription.js';
 import { streamPartition } from '../../src/core/streamHash.js';
 import { createMemoryStore } from '../../src/memory/memoryStore.js';
 import { openSqliteStore } from '../../src/sqlite/index.js';
+import { fastTests } from '../support/fast.js';
 import { randomCategory, randomConsumer, randomSuffix } from '../support/names.js';
 import { tempDir } from '../support/tempDir.js';
 import { until } from '../support/until.js';
@@ -270,14 +271,17 @@ function describeConsumerGroups<Tx>(
   });
 }
 
-describeConsumerGroups(
-  'memory store, sqlite target',
-  () => {
-    const store = createMemoryStore();
-    return Promise.resolve({ store, cleanup: () => store.close() });
-  },
-  makeSqliteFixture,
-);
+// The inner loop (`npm run test:fast`) leaves out the memory store: its groups run in groupModel.test.ts.
+if (!fastTests) {
+  describeConsumerGroups(
+    'memory store, sqlite target',
+    () => {
+      const store = createMemoryStore();
+      return Promise.resolve({ store, cleanup: () => store.close() });
+    },
+    makeSqliteFixture,
+  );
+}
 
 describeConsumerGroups(
   'sqlite store, sqlite target',

@@ -5,6 +5,7 @@ import fc from 'fast-check';
 import { createConsumer, type Consumer } from '../../src/consumer/consumer.js';
 import type { Guard } from '../../src/consumer/guards.js';
 import { createMemoryStore } from '../../src/memory/memoryStore.js';
+import { bySpeed } from '../support/fast.js';
 import { faultySource, faultyTarget, type SourceFaults, type TargetFaults } from './support/faults.js';
 import { makeSqliteFixture } from './support/targetFixture.js';
 
@@ -114,7 +115,7 @@ async function runModel(ops: Op[], guard: Guard[]): Promise<void> {
   }
 }
 
-const runs = Number(process.env.IDEM_MODEL_RUNS ?? 40);
+const runs = Number(process.env.IDEM_MODEL_RUNS ?? bySpeed(40, 10));
 
 describe('consumer model: appends, crashes before commit and ack, restarts, rewinds', () => {
   for (const guard of [

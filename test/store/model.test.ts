@@ -2,7 +2,7 @@
  * Model-based test: random command sequences (appends with expected versions, repeated and
  * conflicting ids, concurrent groups, re-sent batches, reads) run against the SQLite store and the
  * in-memory reference store; every result, error code and read must be identical.
- * IDEM_FC_RUNS raises the number of runs (default 200); IDEM_FC_SEED replays a failing seed.
+ * IDEM_FC_RUNS sets the number of runs (default 200, 40 in `npm run test:fast`); IDEM_FC_SEED replays a failing seed.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
@@ -12,10 +12,11 @@ import type { NewEvent, RecordedEvent } from '../../src/core/event.js';
 import type { JsonValue } from '../../src/core/json.js';
 import { createMemoryStore } from '../../src/memory/memoryStore.js';
 import { openSqliteStore } from '../../src/sqlite/sqliteStore.js';
+import { bySpeed } from '../support/fast.js';
 import { tempDir } from '../support/tempDir.js';
 import { modelCommands, type AppendCmd, type Cmd } from './modelCommands.js';
 
-const RUNS = Number(process.env.IDEM_FC_RUNS ?? 200);
+const RUNS = Number(process.env.IDEM_FC_RUNS ?? bySpeed(200, 40));
 const SEED =
   process.env.IDEM_FC_SEED === undefined
     ? Date.now() ^ (Math.random() * 0x7fffffff)

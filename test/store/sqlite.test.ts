@@ -1,8 +1,10 @@
 import { openSqliteStore, type Durability } from '../../src/sqlite/sqliteStore.js';
+import { variants } from '../support/fast.js';
 import { tempDir } from '../support/tempDir.js';
 import { describeEventStore } from './eventStore.suite.js';
 
-for (const durability of ['full', 'normal'] as const satisfies readonly Durability[]) {
+// The inner loop (`npm run test:fast`) runs the default durability only.
+for (const durability of variants(['full', 'normal'] as const satisfies readonly Durability[])) {
   describeEventStore(`sqlite (durability ${durability})`, async ({ limits, upcasters } = {}) => {
     const dir = tempDir();
     try {

@@ -5,6 +5,7 @@ import { existsSync } from 'node:fs';
 import { describe, it } from 'node:test';
 import { STORE_MIGRATIONS } from '../../src/sqlite/migrations.js';
 import { openSqliteStore, type SqliteStoreOptions } from '../../src/sqlite/sqliteStore.js';
+import { variants } from '../support/fast.js';
 import { randomStream } from '../support/names.js';
 import { tempDir } from '../support/tempDir.js';
 import { describeEventStore } from './eventStore.suite.js';
@@ -103,7 +104,8 @@ describe('SQLite store options', () => {
   });
 });
 
-for (const readPageSize of [1, 3]) {
+// The inner loop (`npm run test:fast`) runs the smallest page only.
+for (const readPageSize of variants([1, 3])) {
   describeEventStore(
     `sqlite (readPageSize ${readPageSize})`,
     async ({ limits, upcasters } = {}) => {

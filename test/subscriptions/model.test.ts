@@ -9,6 +9,7 @@ import type { EventStore } from '../../src/core/eventStore.js';
 import { createMemoryStore } from '../../src/memory/memoryStore.js';
 import { openSqliteStore } from '../../src/sqlite/sqliteStore.js';
 import { pgTestContext } from '../postgres/pgFixtures.js';
+import { bySpeed } from '../support/fast.js';
 import { tempDir } from '../support/tempDir.js';
 import { until } from '../support/until.js';
 import { Reader, readAllEvents } from './suite/context.js';
@@ -122,7 +123,7 @@ async function runModel(store: EventStore, ops: Op[]): Promise<void> {
   }
 }
 
-const runs = Number(process.env.IDEM_MODEL_RUNS ?? 100);
+const runs = Number(process.env.IDEM_MODEL_RUNS ?? bySpeed(100, 20));
 const pg = await pgTestContext();
 
 describe('subscription model: subscribe / ack / crash / resubscribe', () => {

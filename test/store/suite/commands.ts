@@ -10,6 +10,7 @@ import {
 } from '../../../src/commands/index.js';
 import type { NewEvent, RecordedEvent } from '../../../src/core/event.js';
 import type { EventStore } from '../../../src/core/eventStore.js';
+import { bySpeed } from '../../support/fast.js';
 import { randomStream } from '../../support/names.js';
 import { collect, rejectsWith, sharedStore, type MakeStore } from './context.js';
 
@@ -234,7 +235,7 @@ export function commandTests(make: MakeStore, { cartItems }: CommandSuiteOptions
 
     // 16 x 100 in `npm test`; 16 x 10 in the inner loop (`npm run test:fast`) and for the paging
     // variants of a store, whose every command reads its stream a page of 1 or 3 events at a time.
-    const perCaller = cartItems ?? (process.env.IDEM_TEST_FAST === '1' ? 10 : 100);
+    const perCaller = cartItems ?? bySpeed(100, 10);
     it(`16 concurrent callers adding ${perCaller} items each to one cart: ${16 * perCaller} items, contiguous versions, no conflict`, async () => {
       const store = shared();
       const stream = randomStream('cart');

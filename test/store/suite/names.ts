@@ -4,6 +4,7 @@ import fc from 'fast-check';
 import type { RecordedEvent } from '../../../src/core/event.js';
 import { matchesFilter, type EventFilter } from '../../../src/core/filter.js';
 import { textProblem } from '../../../src/core/validation.js';
+import { bySpeed } from '../../support/fast.js';
 import { randomCategory } from '../../support/names.js';
 import { collect, rejectsWith, sharedStore, type MakeStore } from './context.js';
 
@@ -102,7 +103,7 @@ export function nameTests(makeStore: MakeStore): void {
             }
           },
         ),
-        { numRuns: 25, seed },
+        { numRuns: bySpeed(25, 5), seed },
       );
     });
   });
