@@ -6,7 +6,7 @@ import Database from 'better-sqlite3';
 import { createConsumer } from '../../src/index.js';
 import type { SqliteTarget } from '../../src/sqlite/index.js';
 import type { ConsumerFactory, StateReader } from '../../src/testkit/index.js';
-import { events, type Deposit } from './deposits.js';
+import { balancesTable, events, type Deposit } from './deposits.js';
 
 export { events };
 
@@ -19,15 +19,16 @@ function countersOf(target: SqliteTarget): Database.Database {
   if (!db) {
     db = new Database(path);
     db.pragma('journal_mode = WAL');
-    db.exec('CREATE TABLE IF NOT EXISTS balances (account TEXT PRIMARY KEY, balance INTEGER NOT NULL)');
     counters.set(path, db);
   }
   return db;
 }
 
 export const consumer: ConsumerFactory<SqliteTarget> = (source, target, { version }) => {
-  const add = countersOf(target).prepare(
-    'INSERT INTO balances VALUES (?, ?) ON CONFLICT (account) DO UPDATE SET balance = balance + excluded.balance',
+  const second = countersOf(target);
+  const table = balancesTable(second, version);
+  const add = second.prepare(
+    `INSERT INTO ${table} VALUES (?, ?) ON CONFLICT (account) DO UPDATE SET balance = balance + excluded.balance`,
   );
   return createConsumer({
     name: `balances_v${version}`,
@@ -39,5 +40,9 @@ export const consumer: ConsumerFactory<SqliteTarget> = (source, target, { versio
   });
 };
 
-export const read: StateReader<SqliteTarget> = (target) =>
-  countersOf(target).prepare('SELECT account, balance FROM balances ORDER BY account').all();
+export const read: StateReader<SqliteTarget> = (target, { version }) => {
+  const second = countersOf(target);
+  return second
+    .prepare(`SELECT account, balance FROM ${balancesTable(second, version)} ORDER BY account`)
+    .all();
+};

@@ -56,11 +56,14 @@ export function compareWithClean(
   return out;
 }
 
+/** Lost events named in a finding's message after the first; the rest are counted. */
+const MORE_LOST_SHOWN = 5;
+
 /**
  * In a single delivery of events with distinct ids, a key guard skips an event only when an earlier
  * one had the same key. That is right for one fact sent twice (a webhook delivered twice, a retried
  * command: the same stream, type, data and metadata) and wrong for two different facts: one of them
- * is lost.
+ * is lost. One finding names the first lost event and the positions of the next few.
  */
 export function lostFacts(clean: RunOutcome): Finding[] {
   const keyed = new Set<number>();
@@ -72,7 +75,7 @@ export function lostFacts(clean: RunOutcome): Finding[] {
     }
   if (!anyKey) return [];
   const handled: RecordedEvent[] = [];
-  const out: Finding[] = [];
+  const lost: RecordedEvent[] = [];
   for (const e of clean.delivered) {
     if (keyed.has(e.position)) {
       handled.push(e);
@@ -85,16 +88,22 @@ export function lostFacts(clean: RunOutcome): Finding[] {
         sameJson(h.data, e.data) &&
         sameJson(h.metadata, e.metadata),
     );
-    if (same) continue;
-    out.push(
-      finding(
-        'stable-keys',
-        'clean',
-        `${e.type} at position ${e.position} (${e.stream} v${e.version}) was skipped as a duplicate, but no event with its content was handled: two different facts share a dedup key and one is lost`,
-      ),
-    );
+    if (!same) lost.push(e);
   }
-  return out;
+  const [first, ...rest] = lost;
+  if (!first) return [];
+  const shown = rest.slice(0, MORE_LOST_SHOWN).map((e) => e.position);
+  const more =
+    rest.length === 0
+      ? ''
+      : ` (and ${rest.length} more lost the same way, at positions ${shown.join(', ')}${rest.length > shown.length ? ', ...' : ''})`;
+  return [
+    finding(
+      'stable-keys',
+      'clean',
+      `${first.type} at position ${first.position} (${first.stream} v${first.version}) was skipped as a duplicate, but no event with its content was handled: two different facts share a dedup key and one is lost${more}`,
+    ),
+  ];
 }
 
 /** Repeats are counted and the checkpoint is reported: the runtime's metrics after the repeated delivery. */
