@@ -3,8 +3,9 @@
  * store that offers it (SQLite, PostgreSQL).
  */
 import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
 import { describe, it } from 'node:test';
-import type { EncryptOptions } from '../../src/core/encryption.js';
+import type { EncryptOptions, KeyProvider } from '../../src/core/encryption.js';
 import { isIdemError } from '../../src/core/errors.js';
 import type { RecordedEvent } from '../../src/core/event.js';
 import type { EventStore } from '../../src/core/eventStore.js';
@@ -249,6 +250,63 @@ export function describeEncryption(
         await consumer.stop();
         await target.close();
         await dir.cleanup();
+        await fx.cleanup();
+      }
+    });
+
+    it('keeps the keys in a key provider given as encrypt.keys; shred and a deletion in the provider both erase', async () => {
+      const held = new Map<string, Buffer>();
+      const calls: string[] = [];
+      const keys: KeyProvider = {
+        keys: (subjects) =>
+          Promise.resolve(new Map(subjects.filter((s) => held.has(s)).map((s) => [s, held.get(s)!]))),
+        create: (subject) => {
+          calls.push(`create ${subject}`);
+          const key = randomBytes(32);
+          held.set(subject, key);
+          return Promise.resolve(key);
+        },
+        delete: (subject) => {
+          calls.push(`delete ${subject}`);
+          return Promise.resolve(held.delete(subject));
+        },
+      };
+      const fx = await make({ ...bySubject, keys });
+      try {
+        const { store } = fx;
+        const [dora, eve] = [randomStream('customer'), randomStream('customer')];
+        const [d, e] = [`c-${randomSuffix()}`, `c-${randomSuffix()}`];
+        await store.append(dora, [
+          { type: 'customer.registered', data: { email: 'dora@example.com' }, metadata: { customer: d } },
+        ]);
+        await store.append(eve, [
+          { type: 'customer.registered', data: { email: 'eve@example.com' }, metadata: { customer: e } },
+        ]);
+        assert.deepEqual(calls, [`create ${d}`, `create ${e}`]);
+        const [first] = await all(store.readStream(dora));
+        assert.deepEqual(first!.data, { email: 'dora@example.com' });
+        const raw = await fx.storedData(first!.id);
+        assert.ok(!raw.includes('dora@example.com'), `stored in clear: ${raw}`);
+
+        assert.deepEqual(await store.shred(d), { subject: d, shredded: true });
+        assert.deepEqual(calls.at(-1), `delete ${d}`);
+        assert.equal(held.has(d), false);
+        assert.deepEqual(
+          (await store.shreds!(0)).filter((r) => r.subject === d).map((r) => r.stream),
+          [dora],
+          'the shred log names the stream, as with the key table',
+        );
+        assert.deepEqual(
+          (await all(store.readStream(dora))).map((x) => [x.id, x.version, x.data, x.metadata['shredded']]),
+          [[first!.id, 1, null, true]],
+        );
+        // A key deleted in the provider itself (no shred through the store): no key is cached.
+        held.delete(e);
+        assert.deepEqual(
+          (await all(store.readStream(eve))).map((x) => [x.data, x.metadata['shredded']]),
+          [[null, true]],
+        );
+      } finally {
         await fx.cleanup();
       }
     });
