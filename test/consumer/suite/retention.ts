@@ -139,6 +139,28 @@ export function describeLedgerRetention<Tx>(label: string, make: MakeTargetFixtu
         assert.deepEqual(await h.totals(), expected);
       }));
 
+    it('retain: { age } prunes only the rows of events recorded longer ago than the age', () =>
+      withHarness(make, async (h) => {
+        const streams = [randomStream('invoice'), randomStream('invoice')];
+        const expected = await appendOnes(h, streams, PRUNE_EVERY_EVENTS);
+        // The first 3,000 events look recorded 40 days ago, the others now.
+        const old = 3000;
+        const longAgo = new Date(Date.now() - 40 * 86_400_000).toISOString();
+        const c = h.consumer({
+          source: faultySource(h.store, { recordedAt: (e) => (e.position <= old ? longAgo : e.recordedAt) }),
+          ledger: { retain: { age: '30d' } },
+          batch: { size: 500, catchUpSize: 1000 },
+        });
+        await c.start();
+        await c.whenCaughtUp();
+        await c.stop();
+        const horizon = await h.fx.target.ledgerHorizon!(h.name);
+        assert.ok(horizon > 0 && horizon <= old, `pruned through ${horizon}, within the aged events`);
+        assert.equal(await h.fx.target.ledgerSize(h.name), PRUNE_EVERY_EVENTS - horizon);
+        assert.deepEqual(await h.totals(), expected);
+        await assert.rejects(h.store.consumers.reset(h.name, horizon - 1), refusedBelow(horizon));
+      }));
+
     it('keeps the rows at and after the first parked event while it is parked', () =>
       withHarness(make, async (h) => {
         const bad = randomStream('invoice');

@@ -19,6 +19,8 @@ export interface SourceFaults {
   breakAt?: number;
   /** Counts what happened. */
   seen?: { subscribes: number; acks: number; messages: number };
+  /** The `recordedAt` the consumer sees for each delivered event (an event recorded long ago). */
+  recordedAt?: (event: RecordedEvent) => string;
 }
 
 class FaultySubscription implements Subscription {
@@ -47,7 +49,9 @@ class FaultySubscription implements Subscription {
         throw new Error('connection reset by peer (injected)');
       }
       const hide = this.f.hide;
-      const events = hide ? m.events.filter((e) => !hide(e)) : m.events;
+      const shown = hide ? m.events.filter((e) => !hide(e)) : m.events;
+      const at = this.f.recordedAt;
+      const events = at ? shown.map((e) => ({ ...e, recordedAt: at(e) })) : shown;
       if (events.length > 0) yield { ...m, events };
     }
   }
