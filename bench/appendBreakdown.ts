@@ -37,6 +37,8 @@ async function time(piece: string, n: number, f: (i: number) => unknown): Promis
 
 try {
   const store = await openPostgresStore({ connectionString: dbUrl.href, schema: 'st' });
+  // 100-event appends in a schema of their own, so that the functions' statistics are apart.
+  const store100 = await openPostgresStore({ connectionString: dbUrl.href, schema: 'st100' });
   const client = new pg.Client({ connectionString: dbUrl.href });
   await client.connect();
   await client.query('CREATE SCHEMA raw; CREATE TABLE raw.events (LIKE st.events INCLUDING ALL)');
@@ -57,6 +59,31 @@ try {
     textArray([dataJson]),
     textArray([metadataJson]),
   ];
+  const hundred = Array.from({ length: 100 }, () => ({ type: 't', data, metadata }));
+  let rawMultiSql = 'INSERT INTO raw.events VALUES ';
+  rawMultiSql += Array.from(
+    { length: 100 },
+    (_, j) => `(${Array.from({ length: 8 }, (_, c) => `$${j * 8 + c + 1}`).join(', ')})`,
+  ).join(', ');
+  let rawStream = 0;
+  const rawMultiInsert = (): Promise<unknown> => {
+    const stream = `raw100-${++rawStream}`;
+    const now = new Date();
+    return client.query({
+      name: 'raw_insert_100',
+      text: rawMultiSql,
+      values: Array.from({ length: 100 }, (_, j) => [
+        ++position,
+        uuidv7(),
+        stream,
+        j + 1,
+        't',
+        dataJson,
+        metadataJson,
+        now,
+      ]).flat(),
+    });
+  };
   const limits = resolveStoreLimits({});
   for (let r = 0; r < rounds; r++) {
     await time('round trip (SELECT 1, named)', calls, () => client.query({ name: 'one', text: 'SELECT 1' }));
@@ -72,6 +99,20 @@ try {
         values: arrays(`batch-${++k}`),
       }),
     );
+    await time('append_one call, autocommit (raw pg client)', calls, () =>
+      client.query({
+        name: 'append_one',
+        text: 'SELECT * FROM st.append_one($1::text, $2::text, $3::uuid[], $4::text[], $5::text[], $6::text[])',
+        values: [
+          `one-${++k}`,
+          'any',
+          uuidArray([uuidv7()]),
+          textArray(['t']),
+          textArray([dataJson]),
+          textArray([metadataJson]),
+        ],
+      }),
+    );
     await time('store.append of one event (append_one)', calls, (i) =>
       store.append(`store-${r}-${i}`, [{ type: 't', data, metadata }]),
     );
@@ -79,15 +120,33 @@ try {
       prepareAppend('s-1', [{ type: 't', data, metadata }], limits),
     );
     await time('binary arrays of one event', calls * 10, () => arrays('s-1'));
+    const calls100 = Math.max(1, calls >> 2);
+    await time('100 events: raw 100-row INSERT, autocommit', calls100, rawMultiInsert);
+    await client.query('BEGIN');
+    await time('100 events: raw 100-row INSERT inside a transaction', calls100, rawMultiInsert);
+    await client.query('COMMIT');
+    await time('100 events: store.append (append_one)', calls100, (i) =>
+      store100.append(`store100-${r}-${i}`, hundred),
+    );
+    await time('100 events: prepareAppend', calls100, () => prepareAppend('s-1', hundred, limits));
+    const prepared = prepareAppend('s-1', hundred, limits);
+    await time('100 events: binary arrays', calls100, () => [
+      uuidArray(prepared.map((e) => e.id)),
+      textArray(prepared.map((e) => e.type)),
+      textArray(prepared.map((e) => e.dataJson)),
+      textArray(prepared.map((e) => e.metadataJson)),
+    ]);
   }
   // The functions' own time: statistics are flushed when a session ends.
   await client.end();
   await store.close();
+  await store100.close();
   await new Promise((resolve) => setTimeout(resolve, 1500));
   const stats = new pg.Client({ connectionString: dbUrl.href });
   await stats.connect();
   const functions = await stats.query<{ funcname: string; calls: string; total_time: number }>(
-    'SELECT funcname, calls, total_time FROM pg_stat_user_functions ORDER BY funcname',
+    `SELECT schemaname || '.' || funcname AS funcname, calls, total_time
+       FROM pg_stat_user_functions ORDER BY funcname`,
   );
   await stats.end();
   for (const [piece, us] of times) {

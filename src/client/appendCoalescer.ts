@@ -5,7 +5,10 @@
  */
 import type { AppendResult } from '../core/event.js';
 import { IdemError } from '../core/errors.js';
+import type { ExpectedVersion } from '../core/expectedVersion.js';
 import { MAX_APPENDS_PER_REQUEST } from '../core/limits.js';
+import { MicrotaskPump } from '../core/microtaskPump.js';
+import type { PreparedEvent } from '../core/validation.js';
 import { errorFromWire } from './errorFromWire.js';
 import type { HttpApi } from './httpApi.js';
 
@@ -33,31 +36,22 @@ type Outcome = AppendResult | { error: unknown };
 export class AppendCoalescer {
   private queue: Queued[] = [];
   private inFlight = 0;
-  private scheduled = false;
+  /** Sends a microtask after an append: the appends made together travel in the same request. */
+  private readonly pumpSoon = new MicrotaskPump(() => this.pump());
   /** False once the server answered that it has no `POST /v1/appends` (an older one): appends then go alone. */
   private batchRoute = true;
 
   constructor(private readonly http: HttpApi) {}
 
-  /** `body` is the append's request body, `{ events, expectedVersion }`, with event ids assigned. */
-  append(stream: string, body: { events: unknown[]; expectedVersion: unknown }): Promise<AppendResult> {
+  /** `events` are validated, with ids assigned and their JSON texts made (`prepareAppend`). */
+  append(
+    stream: string,
+    events: readonly PreparedEvent[],
+    expectedVersion: ExpectedVersion,
+  ): Promise<AppendResult> {
     return new Promise<AppendResult>((resolve, reject) => {
-      this.queue.push({ stream, body: JSON.stringify(body), resolve, reject });
-      this.schedule();
-    });
-  }
-
-  /**
-   * Sends once the code that appended has run to its end (a microtask later, not a turn of the event
-   * loop), so that the appends made together (callers resumed by the same reply, a `Promise.all`)
-   * travel in the same request.
-   */
-  private schedule(): void {
-    if (this.scheduled) return;
-    this.scheduled = true;
-    queueMicrotask(() => {
-      this.scheduled = false;
-      this.pump();
+      this.queue.push({ stream, body: appendBody(events, expectedVersion), resolve, reject });
+      this.pumpSoon.schedule();
     });
   }
 
@@ -67,7 +61,7 @@ export class AppendCoalescer {
       this.inFlight++;
       void this.send(batch).finally(() => {
         this.inFlight--;
-        if (this.queue.length > 0) this.schedule();
+        if (this.queue.length > 0) this.pumpSoon.schedule();
       });
     }
   }
@@ -143,4 +137,19 @@ export class AppendCoalescer {
       q.reject(err);
     }
   }
+}
+
+/**
+ * The body of `POST /v1/streams/:stream/events`, `{"events":[...],"expectedVersion":...}`, put
+ * together from the events' JSON texts that `prepareAppend` already made: the data and metadata are
+ * not serialised a second time.
+ */
+export function appendBody(events: readonly PreparedEvent[], expectedVersion: ExpectedVersion): string {
+  let json = '{"events":[';
+  for (let i = 0; i < events.length; i++) {
+    const e = events[i]!;
+    if (i > 0) json += ',';
+    json += `{"id":"${e.id}","type":${JSON.stringify(e.type)},"data":${e.dataJson},"metadata":${e.metadataJson}}`;
+  }
+  return `${json}],"expectedVersion":${JSON.stringify(expectedVersion)}}`;
 }

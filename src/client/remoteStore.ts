@@ -88,10 +88,7 @@ export class RemoteEventStore implements EventStore {
     this.assertOpen();
     const prepared = prepareAppend(stream, events, NO_LIMITS);
     const expectedVersion = appendExpectation(options);
-    return this.appends.append(stream, {
-      events: prepared.map((e) => ({ id: e.id, type: e.type, data: e.data, metadata: e.metadata })),
-      expectedVersion,
-    });
+    return this.appends.append(stream, prepared, expectedVersion);
   }
 
   async *readStream(stream: string, options: ReadStreamOptions = {}): AsyncGenerator<RecordedEvent> {

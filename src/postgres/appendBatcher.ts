@@ -1,5 +1,6 @@
 import type { Pool, QueryResult } from 'pg';
 import type { ExpectedVersion } from '../core/expectedVersion.js';
+import { MicrotaskPump } from '../core/microtaskPump.js';
 import type { PreparedEvent } from '../core/validation.js';
 import { int4Array, textArray, uuidArray } from './binaryArrays.js';
 import { isConnectionFault } from './connectionFaults.js';
@@ -65,7 +66,11 @@ export interface AppendBatcherOptions {
 export class AppendBatcher {
   private queue: Pending[] = [];
   private inFlight = 0;
-  private scheduled = false;
+  /**
+   * Pumps a microtask after a submit: appends submitted together (callers resumed by the same commit,
+   * the server's appends of one request) go in one statement.
+   */
+  private readonly pumpSoon = new MicrotaskPump(() => this.pump());
   private readonly maxBatchEvents: number;
   private readonly maxInFlight: number;
   private readonly minPipelinedEvents: number;
@@ -91,21 +96,7 @@ export class AppendBatcher {
     return new Promise<BatchOutcome>((resolve, reject) => {
       this.queue.push({ stream, expected, events, resolve, reject });
       this.queuedEvents += events.length;
-      this.schedule();
-    });
-  }
-
-  /**
-   * Pumps once the code that submitted has run to its end (a microtask, not a turn of the event
-   * loop): appends submitted together (callers resumed by the same commit, the server's appends of
-   * one request) go in one statement instead of the first alone and the rest after it.
-   */
-  private schedule(): void {
-    if (this.scheduled) return;
-    this.scheduled = true;
-    queueMicrotask(() => {
-      this.scheduled = false;
-      this.pump();
+      this.pumpSoon.schedule();
     });
   }
 

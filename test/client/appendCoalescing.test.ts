@@ -3,8 +3,11 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { describe, it } from 'node:test';
+import { appendBody } from '../../src/client/appendCoalescer.js';
 import { connect } from '../../src/client/connect.js';
 import { TooLargeError, WrongExpectedVersionError } from '../../src/core/errors.js';
+import { resolveStoreLimits } from '../../src/core/limits.js';
+import { prepareAppend } from '../../src/core/validation.js';
 import { randomStream } from '../support/names.js';
 import { withServer, type ServerFixture } from '../server/serverFixture.js';
 
@@ -86,4 +89,25 @@ describe('remote store: concurrent appends', () => {
         await remote.close();
       }
     }));
+});
+
+describe('appendBody', () => {
+  it('is the JSON of the append request, made from the prepared texts', () => {
+    const events = prepareAppend(
+      'orders-1',
+      [
+        { type: 'Placed "now"', data: { total: 1.5, note: 'é\u2028\u0000' } },
+        { id: randomUUID(), type: 't', data: null, metadata: { schemaVersion: 2, by: 'x' } },
+        { type: 't', data: [1, 'two', { three: true }] },
+      ],
+      resolveStoreLimits({}),
+    );
+    for (const expectedVersion of ['any', 'no_stream', 7] as const) {
+      const body = appendBody(events, expectedVersion);
+      assert.deepEqual(JSON.parse(body), {
+        events: events.map((e) => ({ id: e.id, type: e.type, data: e.data, metadata: e.metadata })),
+        expectedVersion,
+      });
+    }
+  });
 });

@@ -1,10 +1,11 @@
+import { fork, type ChildProcess } from 'node:child_process';
 import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { connect } from '../../client/index.js';
 import type { EventStore } from '../../core/eventStore.js';
 import { openPostgresStore } from '../../postgres/index.js';
-import { startServer } from '../../server/index.js';
 import { openSqliteStore } from '../../sqlite/index.js';
+import type { StoreServerMessage } from '../storeServerChild.js';
 import { baselineRow, inRounds, row, type Timed } from '../measure.js';
 import type { BenchRow, Scenario, ScenarioContext } from '../types.js';
 import { appendInCalls } from './sqliteAppend.js';
@@ -12,9 +13,41 @@ import { appendInCalls } from './sqliteAppend.js';
 const NAME = 'http-append';
 const CALLERS = 16;
 
+/** A server on a new store in a child process (storeServerChild.ts), as deployed. */
+async function serverInChild<T>(
+  kind: 'sqlite' | 'postgres',
+  where: string,
+  use: (url: string) => Promise<T>,
+): Promise<T> {
+  // A sibling module: the .ts source under tsx (the child inherits the bench's loader), else the .js file.
+  const ext = import.meta.url.endsWith('.ts') ? 'ts' : 'js';
+  const child: ChildProcess = fork(new URL(`../storeServerChild.${ext}`, import.meta.url), [kind, where], {
+    stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
+  });
+  let stderr = '';
+  child.stderr?.on('data', (c: Buffer) => (stderr = (stderr + c.toString()).slice(-4000)));
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  try {
+    const url = await new Promise<string>((resolve, reject) => {
+      child.on('message', (m: StoreServerMessage) => {
+        if (m.kind === 'ready') resolve(m.url);
+        else reject(new Error(`${NAME}: server process: ${m.message}`));
+      });
+      void exited.then((code) => reject(new Error(`${NAME}: server process exited (${code}): ${stderr}`)));
+    });
+    return await use(url);
+  } finally {
+    if (child.connected) child.send({ kind: 'close' });
+    const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+    await exited;
+    clearTimeout(timer);
+  }
+}
+
 /**
- * `n` single-event appends from `CALLERS` concurrent callers to a new store: in-process, or through
- * `connect(url)` to a server on that store (in this process, on a loopback port).
+ * `n` single-event appends from `CALLERS` concurrent callers to a new store: in-process (store and
+ * callers in this process), or through `connect(url)` from this process to a server on that store in
+ * a child process.
  */
 async function appends(
   ctx: ScenarioContext,
@@ -22,26 +55,29 @@ async function appends(
   overHttp: boolean,
   n: number,
 ): Promise<Timed> {
-  let dir: string | undefined;
-  let store: EventStore;
-  if (kind === 'sqlite') {
-    dir = await ctx.tempDir();
-    store = await openSqliteStore({ path: join(dir, 'idem.db'), durability: 'full' });
-  } else {
-    store = await openPostgresStore({ connectionString: await ctx.postgresDatabase() });
-  }
+  const dir = kind === 'sqlite' ? await ctx.tempDir() : undefined;
+  const where = dir !== undefined ? join(dir, 'idem.db') : await ctx.postgresDatabase();
   try {
-    if (!overHttp) return await appendInCalls(store, n, 1, CALLERS, 'v7');
-    const server = await startServer({ store, port: 0 });
-    const remote = connect(server.url);
+    if (overHttp) {
+      return await serverInChild(kind, where, async (url) => {
+        const remote = connect(url);
+        try {
+          return await appendInCalls(remote, n, 1, CALLERS, 'v7');
+        } finally {
+          await remote.close();
+        }
+      });
+    }
+    const store: EventStore =
+      kind === 'sqlite'
+        ? await openSqliteStore({ path: where, durability: 'full' })
+        : await openPostgresStore({ connectionString: where });
     try {
-      return await appendInCalls(remote, n, 1, CALLERS, 'v7');
+      return await appendInCalls(store, n, 1, CALLERS, 'v7');
     } finally {
-      await remote.close();
-      await server.close();
+      await store.close();
     }
   } finally {
-    await store.close();
     if (dir !== undefined) await rm(dir, { recursive: true, force: true });
   }
 }
@@ -49,7 +85,7 @@ async function appends(
 /** Appends through the server (`connect(url)`) against the same appends in-process, on both stores. */
 export const httpAppend: Scenario = {
   name: NAME,
-  description: `${CALLERS} concurrent single-event callers through connect(url) and the server vs in-process, SQLite and PostgreSQL`,
+  description: `${CALLERS} concurrent single-event callers through connect(url) to a server in a child process vs in-process, SQLite and PostgreSQL`,
   needs: ['postgres'],
   async run(ctx) {
     const n = ctx.size(1_600, 10_000, CALLERS);
@@ -77,7 +113,7 @@ export const httpAppend: Scenario = {
         base,
         row({
           scenario: NAME,
-          shape: `${label}, ${CALLERS} concurrent callers, 1 event/call, over HTTP (connect(url), server in this process)`,
+          shape: `${label}, ${CALLERS} concurrent callers, 1 event/call, over HTTP (connect(url) from this process, server in a child process)`,
           measured: remote,
           against: base,
           target: { text: '>= 0.7x in-process', met: remote.eventsPerSec >= 0.7 * local.eventsPerSec },
