@@ -16,6 +16,11 @@ import type { ResolvedOptions } from './options.js';
 const DEFAULT_LEASE_TTL_MS = 10_000;
 /** How often `whenCaughtUp` looks at the group's partitions. */
 const CAUGHT_UP_POLL_MS = 100;
+/**
+ * How long after another member's lease runs out a member looks again (so that the store, whose clock
+ * may be a little behind, sees it expired); also the shortest pause between two rounds.
+ */
+const EXPIRY_MARGIN_MS = 25;
 
 /**
  * One member of a consumer group (`createConsumer({ partitions })`). Every third of the lease TTL it
@@ -27,6 +32,11 @@ const CAUGHT_UP_POLL_MS = 100;
  * checkpoint, so two members never process one partition at once (the store's lease and the target's
  * epoch fence a stale one). The partitions a member holds run concurrently: on PostgreSQL their
  * target transactions use separate pool connections; an SQLite target runs them one at a time.
+ *
+ * A live member renews its leases a third of the TTL ahead of their expiry, so a lease seen running
+ * out before this member's next round belongs to a member that stopped renewing (it died): the next
+ * round is then held right after that expiry, and the dead member's partitions are taken as soon as
+ * the store lets them go, not up to a third of the TTL later.
  */
 export class ConsumerGroupMember<Tx> implements Consumer {
   private readonly held = new Map<number, Consumer>();
@@ -39,6 +49,12 @@ export class ConsumerGroupMember<Tx> implements Consumer {
   private state: 'created' | 'running' | 'stopped' | 'failed' = 'created';
   private lastError: Error | null = null;
   private members: string[] = [];
+  /**
+   * The earliest expiry (ms since the epoch) among the leases of others seen in the last round: the
+   * other members' heartbeats and, when this member looked for free partitions, the partitions others
+   * hold. Infinity when there were none.
+   */
+  private nextExpiry = Infinity;
   /** Partition runtimes stopped here (a rebalance), kept for their metrics. */
   private readonly retired: ConsumerMetricsSnapshot[] = [];
 
@@ -104,7 +120,9 @@ export class ConsumerGroupMember<Tx> implements Consumer {
 
   private async run(): Promise<void> {
     while (this.state === 'running') {
-      await sleep(Math.max(50, Math.floor(this.ttlMs / 3)), this.wake.signal);
+      const round = Math.max(50, Math.floor(this.ttlMs / 3));
+      const untilExpiry = this.nextExpiry - Date.now() + EXPIRY_MARGIN_MS;
+      await sleep(Math.max(EXPIRY_MARGIN_MS, Math.min(round, untilExpiry)), this.wake.signal);
       if (this.state !== 'running') return;
       try {
         await this.rebalance();
@@ -124,7 +142,9 @@ export class ConsumerGroupMember<Tx> implements Consumer {
 
   /** One round: heartbeat, drop ended partitions, give back extra ones, take free ones up to the share. */
   private async rebalance(): Promise<void> {
-    this.members = await this.admin.heartbeatMember(this.o.name, this.member, this.ttlMs);
+    const members = await this.admin.heartbeatMember(this.o.name, this.member, this.ttlMs);
+    this.members = members.map((m) => m.member);
+    this.nextExpiry = earliest(members.filter((m) => m.member !== this.member));
     for (const [index, c] of this.held) {
       const s = c.status().state;
       if (s === 'stopped' || s === 'failed') this.retire(index, c);
@@ -195,6 +215,8 @@ export class ConsumerGroupMember<Tx> implements Consumer {
     const free = partitions
       ? partitions.filter((p) => p.owner === null && !this.held.has(p.index)).map((p) => p.index)
       : Array.from({ length: this.count }, (_, i) => i);
+    const others = (partitions ?? []).filter((p) => p.owner !== null && p.owner !== this.member);
+    this.nextExpiry = Math.min(this.nextExpiry, earliest(others));
     const place = Math.max(0, this.members.indexOf(this.member));
     const start = Math.floor((place * this.count) / Math.max(1, this.members.length));
     return free.sort(
@@ -328,6 +350,16 @@ export class ConsumerGroupMember<Tx> implements Consumer {
       await sleep(CAUGHT_UP_POLL_MS);
     }
   }
+}
+
+/** The earliest of the leases' expiries, in ms since the epoch; Infinity without any. */
+function earliest(leases: readonly { leaseExpiresAt?: string | null }[]): number {
+  let first = Infinity;
+  for (const l of leases) {
+    const at = l.leaseExpiresAt ? Date.parse(l.leaseExpiresAt) : NaN;
+    if (at < first) first = at;
+  }
+  return first;
 }
 
 function addLatency(a: LatencySummary, b: LatencySummary): LatencySummary {
