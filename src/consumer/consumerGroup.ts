@@ -125,7 +125,7 @@ export class ConsumerGroupMember<Tx> implements Consumer {
       await sleep(Math.max(EXPIRY_MARGIN_MS, Math.min(round, untilExpiry)), this.wake.signal);
       if (this.state !== 'running') return;
       try {
-        await this.rebalance();
+        await this.rebalance(untilExpiry < round);
       } catch (err) {
         if (this.state !== 'running') return;
         this.lastError = err instanceof Error ? err : new Error(String(err));
@@ -140,8 +140,15 @@ export class ConsumerGroupMember<Tx> implements Consumer {
     }
   }
 
-  /** One round: heartbeat, drop ended partitions, give back extra ones, take free ones up to the share. */
-  private async rebalance(): Promise<void> {
+  /**
+   * One round: heartbeat, drop ended partitions, give back extra ones, take free ones up to the share.
+   * `expiring`: the round is held for a lease running out, so partitions are likely to be taken: the
+   * partitions are listed while the heartbeat runs instead of after it.
+   */
+  private async rebalance(expiring = false): Promise<void> {
+    const listing = expiring ? this.listPartitions() : null;
+    // Awaited below, or not needed: a rejection here is the next round's to see.
+    listing?.catch(() => undefined);
     const members = await this.admin.heartbeatMember(this.o.name, this.member, this.ttlMs);
     this.members = members.map((m) => m.member);
     this.nextExpiry = earliest(members.filter((m) => m.member !== this.member));
@@ -163,18 +170,20 @@ export class ConsumerGroupMember<Tx> implements Consumer {
       return;
     }
     if (this.held.size === share) return;
-    const free = await this.freePartitions();
-    for (const index of free) {
-      if (this.held.size >= share || this.state !== 'running') break;
-      const c = this.makePartition(this.partitionOptions(index));
-      try {
-        await c.start();
-        this.held.set(index, c);
-      } catch (err) {
-        // Another member took it first.
-        if (isIdemError(err, 'consumer_busy')) continue;
-        throw err;
-      }
+    const free = this.freePartitions(await (listing ?? this.listPartitions()));
+    // Started together, as many as the share allows; those another member took first are skipped.
+    while (free.length > 0 && this.held.size < share && this.state === 'running') {
+      await Promise.all(
+        free.splice(0, share - this.held.size).map(async (index) => {
+          const c = this.makePartition(this.partitionOptions(index));
+          try {
+            await c.start();
+            this.held.set(index, c);
+          } catch (err) {
+            if (!isIdemError(err, 'consumer_busy')) throw err;
+          }
+        }),
+      );
     }
   }
 
@@ -200,18 +209,22 @@ export class ConsumerGroupMember<Tx> implements Consumer {
     }
   }
 
+  /** The group's partitions as the store shows them; undefined before the group has any record. */
+  private async listPartitions(): Promise<PartitionInfo[] | undefined> {
+    try {
+      return (await this.store.consumers.get(this.o.name)).partitions;
+    } catch (err) {
+      // Before the first member's first subscription the group has no records: every partition is free.
+      if (isIdemError(err, 'not_found')) return undefined;
+      throw err;
+    }
+  }
+
   /**
    * Partitions without a live lease, starting at this member's place among the members so that
    * members joining together reach for different partitions first.
    */
-  private async freePartitions(): Promise<number[]> {
-    let partitions: PartitionInfo[] | undefined;
-    try {
-      partitions = (await this.store.consumers.get(this.o.name)).partitions;
-    } catch (err) {
-      // Before the first member's first subscription the group has no records: every partition is free.
-      if (!isIdemError(err, 'not_found')) throw err;
-    }
+  private freePartitions(partitions: PartitionInfo[] | undefined): number[] {
     const free = partitions
       ? partitions.filter((p) => p.owner === null && !this.held.has(p.index)).map((p) => p.index)
       : Array.from({ length: this.count }, (_, i) => i);
