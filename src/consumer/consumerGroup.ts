@@ -33,9 +33,9 @@ const EXPIRY_MARGIN_MS = 25;
  * epoch fence a stale one). The partitions a member holds run concurrently: on PostgreSQL their
  * target transactions use separate pool connections; an SQLite target runs them one at a time.
  *
- * A live member renews its leases a third of the TTL ahead of their expiry, so a lease seen running
- * out before this member's next round belongs to a member that stopped renewing (it died): the next
- * round is then held right after that expiry, and the dead member's partitions are taken as soon as
+ * A live member renews its leases every third of the TTL (each then has two thirds of it left), so a
+ * lease seen running out before this member's next round belongs to a member that stopped renewing
+ * (it died): the next round is then held right after that expiry, and the dead member's partitions are taken as soon as
  * the store lets them go, not up to a third of the TTL later.
  */
 export class ConsumerGroupMember<Tx> implements Consumer {
