@@ -32,6 +32,7 @@ import {
   type DeadLetterBulkResult,
   type DeadLetterBulkSkipOptions,
   type DeadLetterSelector,
+  type GroupMember,
   type SubscribeOptions,
   type Subscription,
 } from '../core/subscription.js';
@@ -277,7 +278,7 @@ export class RemoteEventStore implements EventStore {
       heartbeatMember: async (name, member, ttlMs) => {
         this.assertOpen();
         // Safe to repeat: a heartbeat renews the same member's lease.
-        const r = await this.http.request<{ members: string[] }>(
+        const r = await this.http.request<{ members: GroupMember[] }>(
           'POST',
           this.consumerPath(name, '/members'),
           {

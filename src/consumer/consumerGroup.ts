@@ -16,6 +16,11 @@ import type { ResolvedOptions } from './options.js';
 const DEFAULT_LEASE_TTL_MS = 10_000;
 /** How often `whenCaughtUp` looks at the group's partitions. */
 const CAUGHT_UP_POLL_MS = 100;
+/**
+ * How long after another member's lease runs out a member looks again (so that the store, whose clock
+ * may be a little behind, sees it expired); also the shortest pause between two rounds.
+ */
+const EXPIRY_MARGIN_MS = 25;
 
 /**
  * One member of a consumer group (`createConsumer({ partitions })`). Every third of the lease TTL it
@@ -27,6 +32,11 @@ const CAUGHT_UP_POLL_MS = 100;
  * checkpoint, so two members never process one partition at once (the store's lease and the target's
  * epoch fence a stale one). The partitions a member holds run concurrently: on PostgreSQL their
  * target transactions use separate pool connections; an SQLite target runs them one at a time.
+ *
+ * A live member renews its leases every third of the TTL (each then has two thirds of it left), so a
+ * lease seen running out before this member's next round belongs to a member that stopped renewing
+ * (it died): the next round is then held right after that expiry, and the dead member's partitions are taken as soon as
+ * the store lets them go, not up to a third of the TTL later.
  */
 export class ConsumerGroupMember<Tx> implements Consumer {
   private readonly held = new Map<number, Consumer>();
@@ -39,6 +49,12 @@ export class ConsumerGroupMember<Tx> implements Consumer {
   private state: 'created' | 'running' | 'stopped' | 'failed' = 'created';
   private lastError: Error | null = null;
   private members: string[] = [];
+  /**
+   * The earliest expiry (ms since the epoch) among the leases of others seen in the last round: the
+   * other members' heartbeats and, when this member looked for free partitions, the partitions others
+   * hold. Infinity when there were none.
+   */
+  private nextExpiry = Infinity;
   /** Partition runtimes stopped here (a rebalance), kept for their metrics. */
   private readonly retired: ConsumerMetricsSnapshot[] = [];
 
@@ -104,10 +120,12 @@ export class ConsumerGroupMember<Tx> implements Consumer {
 
   private async run(): Promise<void> {
     while (this.state === 'running') {
-      await sleep(Math.max(50, Math.floor(this.ttlMs / 3)), this.wake.signal);
+      const round = Math.max(50, Math.floor(this.ttlMs / 3));
+      const untilExpiry = this.nextExpiry - Date.now() + EXPIRY_MARGIN_MS;
+      await sleep(Math.max(EXPIRY_MARGIN_MS, Math.min(round, untilExpiry)), this.wake.signal);
       if (this.state !== 'running') return;
       try {
-        await this.rebalance();
+        await this.rebalance(untilExpiry < round);
       } catch (err) {
         if (this.state !== 'running') return;
         this.lastError = err instanceof Error ? err : new Error(String(err));
@@ -122,9 +140,18 @@ export class ConsumerGroupMember<Tx> implements Consumer {
     }
   }
 
-  /** One round: heartbeat, drop ended partitions, give back extra ones, take free ones up to the share. */
-  private async rebalance(): Promise<void> {
-    this.members = await this.admin.heartbeatMember(this.o.name, this.member, this.ttlMs);
+  /**
+   * One round: heartbeat, drop ended partitions, give back extra ones, take free ones up to the share.
+   * `expiring`: the round is held for a lease running out, so partitions are likely to be taken: the
+   * partitions are listed while the heartbeat runs instead of after it.
+   */
+  private async rebalance(expiring = false): Promise<void> {
+    const listing = expiring ? this.listPartitions() : null;
+    // Awaited below, or not needed: a rejection here is the next round's to see.
+    listing?.catch(() => undefined);
+    const members = await this.admin.heartbeatMember(this.o.name, this.member, this.ttlMs);
+    this.members = members.map((m) => m.member);
+    this.nextExpiry = earliest(members.filter((m) => m.member !== this.member));
     for (const [index, c] of this.held) {
       const s = c.status().state;
       if (s === 'stopped' || s === 'failed') this.retire(index, c);
@@ -143,18 +170,20 @@ export class ConsumerGroupMember<Tx> implements Consumer {
       return;
     }
     if (this.held.size === share) return;
-    const free = await this.freePartitions();
-    for (const index of free) {
-      if (this.held.size >= share || this.state !== 'running') break;
-      const c = this.makePartition(this.partitionOptions(index));
-      try {
-        await c.start();
-        this.held.set(index, c);
-      } catch (err) {
-        // Another member took it first.
-        if (isIdemError(err, 'consumer_busy')) continue;
-        throw err;
-      }
+    const free = this.freePartitions(await (listing ?? this.listPartitions()));
+    // Started together, as many as the share allows; those another member took first are skipped.
+    while (free.length > 0 && this.held.size < share && this.state === 'running') {
+      await Promise.all(
+        free.splice(0, share - this.held.size).map(async (index) => {
+          const c = this.makePartition(this.partitionOptions(index));
+          try {
+            await c.start();
+            this.held.set(index, c);
+          } catch (err) {
+            if (!isIdemError(err, 'consumer_busy')) throw err;
+          }
+        }),
+      );
     }
   }
 
@@ -180,21 +209,27 @@ export class ConsumerGroupMember<Tx> implements Consumer {
     }
   }
 
+  /** The group's partitions as the store shows them; undefined before the group has any record. */
+  private async listPartitions(): Promise<PartitionInfo[] | undefined> {
+    try {
+      return (await this.store.consumers.get(this.o.name)).partitions;
+    } catch (err) {
+      // Before the first member's first subscription the group has no records: every partition is free.
+      if (isIdemError(err, 'not_found')) return undefined;
+      throw err;
+    }
+  }
+
   /**
    * Partitions without a live lease, starting at this member's place among the members so that
    * members joining together reach for different partitions first.
    */
-  private async freePartitions(): Promise<number[]> {
-    let partitions: PartitionInfo[] | undefined;
-    try {
-      partitions = (await this.store.consumers.get(this.o.name)).partitions;
-    } catch (err) {
-      // Before the first member's first subscription the group has no records: every partition is free.
-      if (!isIdemError(err, 'not_found')) throw err;
-    }
+  private freePartitions(partitions: PartitionInfo[] | undefined): number[] {
     const free = partitions
       ? partitions.filter((p) => p.owner === null && !this.held.has(p.index)).map((p) => p.index)
       : Array.from({ length: this.count }, (_, i) => i);
+    const others = (partitions ?? []).filter((p) => p.owner !== null && p.owner !== this.member);
+    this.nextExpiry = Math.min(this.nextExpiry, earliest(others));
     const place = Math.max(0, this.members.indexOf(this.member));
     const start = Math.floor((place * this.count) / Math.max(1, this.members.length));
     return free.sort(
@@ -328,6 +363,16 @@ export class ConsumerGroupMember<Tx> implements Consumer {
       await sleep(CAUGHT_UP_POLL_MS);
     }
   }
+}
+
+/** The earliest of the leases' expiries, in ms since the epoch; Infinity without any. */
+function earliest(leases: readonly { leaseExpiresAt?: string | null }[]): number {
+  let first = Infinity;
+  for (const l of leases) {
+    const at = l.leaseExpiresAt ? Date.parse(l.leaseExpiresAt) : NaN;
+    if (at < first) first = at;
+  }
+  return first;
 }
 
 function addLatency(a: LatencySummary, b: LatencySummary): LatencySummary {

@@ -207,6 +207,18 @@ export interface PartitionInfo {
   /** Matching events of the partition after its cursor. */
   lag: number;
   status: ConsumerStatus;
+  /**
+   * When its owner's lease runs out unless renewed; null when none holds a live one. Shown by
+   * `consumers.get`; a member's `status()` leaves it out.
+   */
+  leaseExpiresAt?: string | null;
+}
+
+/** A live member of a consumer group, as `consumers.heartbeatMember` answers. */
+export interface GroupMember {
+  member: string;
+  /** When its heartbeat runs out unless renewed (a member that died stops renewing it). */
+  leaseExpiresAt: string;
 }
 
 export interface ConsumerAdmin {
@@ -243,10 +255,10 @@ export interface ConsumerAdmin {
   resume(name: string): Promise<void>;
   /**
    * Consumer groups: records that `member` of group `name` is alive for `ttlMs` (a heartbeat; call
-   * it every third of the TTL) and returns the members alive now, sorted, this one included.
-   * Members whose heartbeat ran out are removed.
+   * it every third of the TTL) and returns the members alive now, sorted by id, this one included,
+   * with when each one's heartbeat runs out. Members whose heartbeat ran out are removed.
    */
-  heartbeatMember?(name: string, member: string, ttlMs: number): Promise<string[]>;
+  heartbeatMember?(name: string, member: string, ttlMs: number): Promise<GroupMember[]>;
   /** Consumer groups: gives up `member`'s heartbeat at once (a member that stops). */
   leaveGroup?(name: string, member: string): Promise<void>;
 }

@@ -15,6 +15,7 @@ import {
   type ConsumerPause,
   type ConsumerPauseOptions,
   type ConsumerStatus,
+  type GroupMember,
 } from '../core/subscription.js';
 import { boundedInt, validateConsumerName, validateLabel, validatePosition } from '../core/validation.js';
 import { defaultActor } from './actor.js';
@@ -161,7 +162,7 @@ export class EngineConsumerAdmin implements ConsumerAdmin {
     }
   }
 
-  async heartbeatMember(name: string, member: string, ttlMs: number): Promise<string[]> {
+  async heartbeatMember(name: string, member: string, ttlMs: number): Promise<GroupMember[]> {
     validateConsumerName(name, 'name');
     validateLabel(member, 'member');
     boundedInt(ttlMs, 'ttlMs', SUBSCRIBE_BOUNDS.leaseTtlMs.min, SUBSCRIBE_BOUNDS.leaseTtlMs.max, 0);
@@ -171,16 +172,18 @@ export class EngineConsumerAdmin implements ConsumerAdmin {
     const renewed = state?.owner === member ? await this.backend.renew(record, state.epoch, ttlMs) : null;
     if (!renewed?.ok) await this.joinAs(record, member, ttlMs);
     const now = Date.now();
-    const members: string[] = [];
+    const members: GroupMember[] = [];
     for (const r of await this.backend.list()) {
       const k = recordKind(r.name);
       if (k.kind !== 'member' || k.group !== name) continue;
-      if (leaseLive(r, now)) members.push(k.member);
+      if (leaseLive(r, now)) members.push({ member: k.member, leaseExpiresAt: r.leaseExpiresAt! });
       // A member that died: its heartbeat ran out. Removing it is refused if it came back meanwhile.
       else await this.backend.delete(r.name);
     }
-    if (!members.includes(member)) members.push(member);
-    return members.sort();
+    // Its own lease just taken or renewed, should the listing have missed it.
+    if (!members.some((m) => m.member === member))
+      members.push({ member, leaseExpiresAt: new Date(now + ttlMs).toISOString() });
+    return members.sort((a, b) => (a.member < b.member ? -1 : a.member > b.member ? 1 : 0));
   }
 
   /**
@@ -261,6 +264,7 @@ export function groupConsumerInfo(name: string, infos: ConsumerInfo[]): Consumer
       epoch: i.epoch,
       lag: i.lag,
       status: i.status,
+      leaseExpiresAt: i.leaseExpiresAt,
     })),
     ...(error ? { error } : {}),
   };

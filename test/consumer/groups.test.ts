@@ -192,6 +192,40 @@ function describeConsumerGroups<Tx>(
         assertInOrderOnce(g.handled, 5);
       }));
 
+    it('members joining one by one settle with every partition held once and none above ceil(N/members)', () =>
+      withGroup(async (g) => {
+        // 10 partitions: the shares are uneven for 3 members (ceil 4) and 4 members (ceil 3).
+        const count = 10;
+        const c = randomCategory('acct');
+        const streams = Array.from({ length: 40 }, (_, i) => `${c}-${i}`);
+        let expected = await g.append(streams, 1);
+        const members: Consumer[] = [];
+        for (let n = 1; n <= 4; n++) {
+          // Each joins while the ones before still hold the shares of a smaller group.
+          const m = g.member({ partitions: count });
+          await m.start();
+          members.push(m);
+          const share = Math.ceil(count / n);
+          await until(
+            () => {
+              const held = members.flatMap((x) => x.status().partitions!.map((p) => p.index));
+              return (
+                held.length === count &&
+                new Set(held).size === count &&
+                members.every((x) => x.status().partitions!.length <= share)
+              );
+            },
+            { message: `${n} members settled, each at most ${share}`, timeoutMs: 15_000 },
+          );
+          const more = await g.append(streams, 1);
+          expected = new Map([...expected].map(([s, t]) => [s, t + more.get(s)!]));
+        }
+        await members[0]!.whenCaughtUp({ timeoutMs: 20_000 });
+        const totals = await g.totals();
+        assert.deepEqual(new Map([...totals].map(([s, t]) => [s, t.total])), expected);
+        assertInOrderOnce(g.handled, 5);
+      }));
+
     it('another partition count, or none, under the same name is consumer_identity_conflict', () =>
       withGroup(async (g) => {
         await g.append([`${randomCategory()}-1`], 1);

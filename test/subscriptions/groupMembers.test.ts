@@ -36,10 +36,17 @@ describe('consumer group member heartbeat', () => {
     const service = new SubscriptionService(store, state);
     try {
       const members = await service.consumers.heartbeatMember!('billing', 'm-1', 1_000);
-      assert.deepEqual(members, ['m-1']);
+      assert.deepEqual(
+        members.map((m) => m.member),
+        ['m-1'],
+      );
       assert.equal(state.acquires, 3, 'registered and leased again after each sweep');
       const again = await service.consumers.heartbeatMember!('billing', 'm-1', 1_000);
-      assert.deepEqual(again, ['m-1']);
+      assert.deepEqual(
+        again.map((m) => m.member),
+        ['m-1'],
+      );
+      assert.ok(Date.parse(again[0]!.leaseExpiresAt) > 0, 'with when its heartbeat runs out');
       assert.equal(state.acquires, 3, 'a live member renews its lease');
     } finally {
       await service.close();

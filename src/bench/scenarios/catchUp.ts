@@ -8,6 +8,8 @@ import { baselineRow, row } from '../measure.js';
 import type { BenchRow, Scenario } from '../types.js';
 
 const NAME = 'catch-up';
+/** The partitions of the group row's consumer. */
+const GROUP_PARTITIONS = 8;
 
 /**
  * Which file the reading child runs. Users run idem compiled (the package's entry points are in
@@ -47,10 +49,11 @@ function readInChild(
   path: string,
   expected: number,
   timeoutMs: number,
+  partitions = 0,
 ): Promise<CatchUpResult> {
   const entry = catchUpChildEntry();
   // --expose-gc only makes gc() callable (the child measures the heap it retains); GC settings stay V8's defaults.
-  const child = fork(entry.url, [mode, path, String(expected)], {
+  const child = fork(entry.url, [mode, path, String(expected), String(partitions)], {
     execArgv: [...entry.execArgv, '--expose-gc'],
     stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
   });
@@ -85,7 +88,12 @@ function extra(r: CatchUpResult): Record<string, number> {
   };
 }
 
-/** Scenario 6: a new consumer reads the whole log from position 0; rate and the reader's peak RSS. */
+/**
+ * Scenario 6: a new consumer reads the whole log from position 0; rate and the reader's peak RSS. Then
+ * the same consumer as a group of GROUP_PARTITIONS partitions in one member process: each partition
+ * reads only its own events, so the group reads each event once in all and takes about the consumer's
+ * time (one process: the comparison is of reading, not of processes; an SQLite target has one writer).
+ */
 export const catchUp: Scenario = {
   name: NAME,
   description: 'a consumer catching up from position 0: events/s and peak RSS of the reading process',
@@ -124,6 +132,22 @@ export const catchUp: Scenario = {
         against: rawRow,
         target: { text: 'peak RSS < 200 MB', met: r.peakRssMb < 200 },
         extra: extra(r),
+      }),
+    );
+    ctx.log(`${NAME}: createConsumer with ${GROUP_PARTITIONS} partitions from 0, one member`);
+    const g = await readInChild('group', path, n, timeoutMs, GROUP_PARTITIONS);
+    const consumerRow = out[out.length - 1]!;
+    out.push(
+      row({
+        scenario: NAME,
+        shape: `createConsumer with ${GROUP_PARTITIONS} partitions from 0, one member holding all (same handler, guard and target), vs the consumer above; ${runtime}`,
+        measured: { events: g.events, seconds: g.seconds, eventsPerSec: g.events / g.seconds },
+        against: consumerRow,
+        target: {
+          text: 'each event read once; time <= 1.3x the consumer',
+          met: g.read === n && g.seconds <= 1.3 * r.seconds,
+        },
+        extra: { read: g.read, consumerRead: r.read, ...extra(g) },
       }),
     );
     return out;

@@ -95,7 +95,7 @@ export function registerConsumerRoutes(app: FastifyInstance, ctx: RouteContext):
     await store.consumers.resume(info.name);
     return store.consumers.get(info.name);
   });
-  // Consumer groups: a remote member's heartbeat (the members alive, sorted) and its leaving.
+  // Consumer groups: a remote member's heartbeat (the members alive, sorted, with their lease expiries) and its leaving.
   app.post<NameParams>('/v1/consumers/:name/members', { config: { scope: 'subscribe' } }, async (req) => {
     const body = parseWith(memberBodySchema, req.body, '');
     const name = validateConsumerName(req.params.name, 'name');
