@@ -42,8 +42,8 @@ export interface JetStreamSubscriptionSettings {
  * How a delivered message is acknowledged: its reply subject, which JetStream's `+ACK` is published
  * to (what `JsMsg.ack()` does), or the message itself when the client does not show the subject.
  * Keeping the subject alone lets the message, its decoded headers and its read buffer go as soon as
- * the event is read from it: a batch waits for its commit, and thousands of retained messages made
- * the garbage collector's young-generation copies a third of the source's time.
+ * the event is read from it: a batch waits for its commit, and the young-generation collector would
+ * copy thousands of retained messages meanwhile.
  */
 type AckHandle = string | JsMsg;
 

@@ -16,7 +16,7 @@ import type { PacedSends } from '../pacedProducer.js';
 import type { ScenarioContext } from '../types.js';
 import { checkBilled, openTargetDb, preparedLoopTransaction, type BaselineItem } from './consumerSqlite.js';
 
-/** Messages a raw consumer asks for at a time (the source asks for at most as many). */
+/** Messages a raw consumer asks for at a time: as many as the source asks for under the consumer's defaults. */
 const PULL = 1000;
 
 /** What the JetStream rows share: one connection, and a fresh stream per measurement. */
