@@ -160,7 +160,8 @@ export class JetStreamSubscription implements Subscription {
       this.maxSeen = Math.max(this.maxSeen, event.position);
       msg.ack();
     } else this.queue.push({ ack: ackHandle(msg), event });
-    this.notifySoon();
+    if (this.queue.length >= this.s.batchSize) this.notify();
+    else this.notifySoon();
   }
 
   /** Ends the subscription with `unavailable` (the runtime subscribes again): NATS reconnected. */
@@ -178,8 +179,10 @@ export class JetStreamSubscription implements Subscription {
   }
 
   /**
-   * Wakes the reader once the messages of this socket read are queued: the client hands them over
-   * one microtask each, and a reader woken at the first takes a batch of one, then one per message.
+   * Wakes the reader once the messages of this socket read are queued (or a batch is full, above):
+   * the client hands them over one microtask each, and a reader woken at the first takes a batch of
+   * one, then one per message. Waiting for the check phase alone would hold a catch-up's first batch
+   * until the client has read everything pulled.
    */
   private notifySoon(): void {
     if (this.wakeDue || this.wake === null) return;
