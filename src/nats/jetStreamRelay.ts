@@ -251,10 +251,14 @@ class Relay implements JetStreamRelay {
       from: 'start',
       standby: true,
       batchSize: this.batchSize,
-      maxInFlight: this.batchSize,
+      // A page in flight and the next: the cursor write of one overlaps the publishes of the next.
+      maxInFlight: 2 * this.batchSize,
       ...(this.options.leaseTtlMs !== undefined && { leaseTtlMs: this.options.leaseTtlMs }),
       signal: this.abort.signal,
     });
+    // The cursor write of a page (a commit in the store) runs while the next page is published, one
+    // at a time and in order: a live event waits for JetStream's PubAck, not also for that commit.
+    let cursor: Promise<void> = Promise.resolve();
     try {
       // Read only once the lease is held: no other relay of this consumer publishes from here on.
       const last = await lastRelayed(this.jsm!, this.stream);
@@ -288,11 +292,16 @@ class Relay implements JetStreamRelay {
         }
         resumeAfter = Math.max(resumeAfter, through);
         if (through > 0) {
-          await sub.ack(through);
-          this.advance(through);
+          await cursor;
+          const at = through;
+          cursor = sub.ack(at).then(() => this.advance(at));
+          // Awaited before the next page's write, or below.
+          cursor.catch(() => undefined);
         }
       }
+      await cursor;
     } finally {
+      await cursor.catch(() => undefined);
       await sub.close().catch(() => undefined);
     }
   }

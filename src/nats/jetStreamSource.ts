@@ -138,7 +138,7 @@ class Source implements JetStreamSource {
     const from = options.from ?? 'start';
     if (from !== 'start' && from !== 'end')
       throw new InvalidInputError('from', "must be 'start' or 'end' for a JetStream durable");
-    const { js, jsm } = await this.connect();
+    const { nc, js, jsm } = await this.connect();
     const { info, remade } = await readyDurable(jsm, {
       stream: this.stream,
       durable: this.durable,
@@ -153,6 +153,7 @@ class Source implements JetStreamSource {
     const idle = info.num_pending === 0 && info.num_ack_pending === 0;
     const sub = new JetStreamSubscription({
       name: consumer,
+      nc,
       durable: this.durable,
       filter: options.filter ?? {},
       batchSize: boundedInt(options.batchSize, 'batchSize', 1, MAX_BATCH_SIZE, 500),

@@ -1,4 +1,5 @@
 import type { Consumer as JsConsumer, ConsumerMessages, JsMsg } from '@nats-io/jetstream';
+import type { NatsConnection } from '@nats-io/transport-node';
 import { IdemError, InvalidInputError } from '../core/errors.js';
 import type { RecordedEvent } from '../core/event.js';
 import { matchesFilter, type EventFilter } from '../core/filter.js';
@@ -21,6 +22,8 @@ export interface DeliveryCounts {
 
 export interface JetStreamSubscriptionSettings {
   name: string;
+  /** The connection the messages arrive on: acknowledgements are published on it. */
+  nc: NatsConnection;
   durable: string;
   filter: EventFilter;
   batchSize: number;
@@ -35,9 +38,26 @@ export interface JetStreamSubscriptionSettings {
   signal: AbortSignal | undefined;
 }
 
+/**
+ * How a delivered message is acknowledged: its reply subject, which JetStream's `+ACK` is published
+ * to (what `JsMsg.ack()` does), or the message itself when the client does not show the subject.
+ * Keeping the subject alone lets the message, its decoded headers and its read buffer go as soon as
+ * the event is read from it: a batch waits for its commit, and the young-generation collector would
+ * copy thousands of retained messages meanwhile.
+ */
+type AckHandle = string | JsMsg;
+
+const ACK = Uint8Array.of(43, 65, 67, 75); // "+ACK"
+
+/** The reply subject JetStream acknowledgements go to (the client's message class exposes it). */
+function ackHandle(msg: JsMsg): AckHandle {
+  const reply = (msg as JsMsg & { reply?: unknown }).reply;
+  return typeof reply === 'string' && reply !== '' ? reply : msg;
+}
+
 interface Delivered {
   position: number;
-  msg: JsMsg;
+  ack: AckHandle;
 }
 
 /**
@@ -56,7 +76,7 @@ interface Delivered {
 export class JetStreamSubscription implements Subscription {
   readonly epoch = 0;
   readonly startPosition = 0;
-  private readonly queue: { msg: JsMsg; event: RecordedEvent | null }[] = [];
+  private readonly queue: { ack: AckHandle; event: RecordedEvent }[] = [];
   private readonly unacked: Delivered[] = [];
   private messages: ConsumerMessages | null = null;
   private maxSeen = 0;
@@ -66,6 +86,7 @@ export class JetStreamSubscription implements Subscription {
   private error: Error | null = null;
   private closed = false;
   private wake: (() => void) | null = null;
+  private wakeDue = false;
   private space: (() => void) | null = null;
   private pump: Promise<void> | null = null;
 
@@ -138,8 +159,9 @@ export class JetStreamSubscription implements Subscription {
       c.acked++;
       this.maxSeen = Math.max(this.maxSeen, event.position);
       msg.ack();
-    } else this.queue.push({ msg, event });
-    this.notify();
+    } else this.queue.push({ ack: ackHandle(msg), event });
+    if (this.queue.length >= this.s.batchSize) this.notify();
+    else this.notifySoon();
   }
 
   /** Ends the subscription with `unavailable` (the runtime subscribes again): NATS reconnected. */
@@ -154,6 +176,21 @@ export class JetStreamSubscription implements Subscription {
     const w = this.wake;
     this.wake = null;
     w?.();
+  }
+
+  /**
+   * Wakes the reader once the messages of this socket read are queued (or a batch is full, above):
+   * the client hands them over one microtask each, and a reader woken at the first takes a batch of
+   * one, then one per message. Waiting for the check phase alone would hold a catch-up's first batch
+   * until the client has read everything pulled.
+   */
+  private notifySoon(): void {
+    if (this.wakeDue || this.wake === null) return;
+    this.wakeDue = true;
+    setImmediate(() => {
+      this.wakeDue = false;
+      this.notify();
+    });
   }
 
   /** The next batch: what has arrived (in order, or a run of redeliveries), or a caught-up marker. */
@@ -175,15 +212,14 @@ export class JetStreamSubscription implements Subscription {
 
   private batch(): SubscriptionMessage {
     const events: RecordedEvent[] = [];
-    const first = this.queue[0]!.event!;
+    const first = this.queue[0]!.event;
     const redelivery = first.position <= this.maxSeen;
     let n = 0;
-    for (const { msg, event } of this.queue) {
-      const e = event!;
+    for (const { ack, event: e } of this.queue) {
       if (events.length >= this.s.batchSize || e.position <= this.maxSeen !== redelivery) break;
       n++;
       events.push(e);
-      this.unacked.push({ position: e.position, msg });
+      this.unacked.push({ position: e.position, ack });
       if (!redelivery) this.maxSeen = e.position;
     }
     this.queue.splice(0, n);
@@ -198,7 +234,8 @@ export class JetStreamSubscription implements Subscription {
     let kept = 0;
     for (const d of this.unacked) {
       if (d.position <= position) {
-        d.msg.ack();
+        if (typeof d.ack === 'string') this.s.nc.publish(d.ack, ACK);
+        else d.ack.ack();
         this.s.counts.acked++;
       } else this.unacked[kept++] = d;
     }

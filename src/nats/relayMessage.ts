@@ -40,17 +40,51 @@ export function writeEventHeaders(h: MsgHdrs, event: RecordedEvent): MsgHdrs {
 
 /** The idem event carried by a relayed message, or null when the message was not published by a relay. */
 export function eventFromMessage(h: MsgHdrs | undefined, body: Uint8Array): RecordedEvent | null {
-  const position = Number(h?.get(RELAY_HEADERS.position) ?? '');
-  const id = h?.get(RELAY_HEADERS.id) ?? '';
-  if (!h || !Number.isSafeInteger(position) || position < 1 || id === '') return null;
+  if (!h) return null;
+  // One pass over the headers: `get` scans every key for each name asked.
+  let id = '';
+  let stream = '';
+  let version = '';
+  let position = '';
+  let type = '';
+  let recordedAt = '';
+  let metadata = '';
+  for (const [key, values] of h) {
+    const v = values[0] ?? '';
+    switch (key) {
+      case RELAY_HEADERS.id:
+        id = v;
+        break;
+      case RELAY_HEADERS.stream:
+        stream = v;
+        break;
+      case RELAY_HEADERS.version:
+        version = v;
+        break;
+      case RELAY_HEADERS.position:
+        position = v;
+        break;
+      case RELAY_HEADERS.type:
+        type = v;
+        break;
+      case RELAY_HEADERS.recordedAt:
+        recordedAt = v;
+        break;
+      case RELAY_HEADERS.metadata:
+        metadata = v;
+        break;
+    }
+  }
+  const at = Number(position);
+  if (position === '' || !Number.isSafeInteger(at) || at < 1 || id === '') return null;
   return {
     id,
-    stream: h.get(RELAY_HEADERS.stream),
-    version: Number(h.get(RELAY_HEADERS.version)),
-    position,
-    type: h.get(RELAY_HEADERS.type),
+    stream,
+    version: Number(version),
+    position: at,
+    type,
     data: JSON.parse(decoder.decode(body)) as JsonValue,
-    metadata: JSON.parse(h.get(RELAY_HEADERS.metadata) || '{}') as JsonObject,
-    recordedAt: h.get(RELAY_HEADERS.recordedAt),
+    metadata: JSON.parse(metadata || '{}') as JsonObject,
+    recordedAt,
   };
 }

@@ -39,7 +39,7 @@ export function openTargetDb(dir: string, name: string): Database.Database {
   return db;
 }
 
-function checkBilled(db: Database.Database, expected: number, what: string): void {
+export function checkBilled(db: Database.Database, expected: number, what: string): void {
   const billed = sqliteBilledEvents(db);
   if (billed !== expected) throw new Error(`${what}: billed ${billed} events, expected ${expected}`);
 }
@@ -83,7 +83,7 @@ async function setBased(source: EventStore, db: Database.Database, batchSize: nu
   await inBatches(source, batchSize, (batch) => apply.immediate(batch));
 }
 
-type BaselineItem = { id: string; position: number; c: ReturnType<typeof billingChange> };
+export type BaselineItem = { id: string; position: number; c: ReturnType<typeof billingChange> };
 
 /** Reads the whole log and hands it to `apply` in batches of `batchSize` (the baselines' loop). */
 async function inBatches(
@@ -110,22 +110,34 @@ async function inBatches(
  * set-based one.
  */
 async function preparedLoop(source: EventStore, db: Database.Database, batchSize: number): Promise<void> {
+  const apply = preparedLoopTransaction(db, 'loop');
+  await inBatches(source, batchSize, apply);
+}
+
+/**
+ * The prepared-statement loop's transaction, run as `BEGIN IMMEDIATE`: per event a ledger check, the
+ * billing upsert and a ledger insert, then the checkpoint. Creates its ledger tables.
+ */
+export function preparedLoopTransaction(
+  db: Database.Database,
+  consumer: string,
+): (batch: BaselineItem[]) => void {
   db.exec(LEDGER_DDL);
-  const seen = db.prepare("SELECT 1 FROM processed WHERE consumer = 'loop' AND key = ?").pluck();
+  const seen = db.prepare('SELECT 1 FROM processed WHERE consumer = ? AND key = ?').pluck();
   const upsert = db.prepare(SQLITE_BILLING_UPSERT);
-  const mark = db.prepare("INSERT INTO processed (consumer, key, position) VALUES ('loop', ?, ?)");
+  const mark = db.prepare('INSERT INTO processed (consumer, key, position) VALUES (?, ?, ?)');
   const checkpoint = db.prepare(
-    "INSERT INTO checkpoints (consumer, position) VALUES ('loop', ?) ON CONFLICT (consumer) DO UPDATE SET position = excluded.position",
+    'INSERT INTO checkpoints (consumer, position) VALUES (?, ?) ON CONFLICT (consumer) DO UPDATE SET position = excluded.position',
   );
   const apply = db.transaction((batch: BaselineItem[]) => {
     for (const b of batch) {
-      if (seen.get(b.id) !== undefined) continue;
+      if (seen.get(consumer, b.id) !== undefined) continue;
       upsert.run(b.c.customer, b.c.invoiced, b.c.paid);
-      mark.run(b.id, b.position);
+      mark.run(consumer, b.id, b.position);
     }
-    checkpoint.run(batch[batch.length - 1]!.position);
+    checkpoint.run(consumer, batch[batch.length - 1]!.position);
   });
-  await inBatches(source, batchSize, (batch) => apply.immediate(batch));
+  return (batch) => apply.immediate(batch);
 }
 
 /** Runs the billing consumer on a fresh target file and checks that it billed every event once. */

@@ -4,16 +4,20 @@ import { join } from 'node:path';
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
 import { createConsumer } from '../../consumer/index.js';
-import { jetStreamSource } from '../../nats/index.js';
+import { DEFAULT_CATCH_UP_BATCH } from '../../consumer/options.js';
+import { eventFromMessage, jetStreamSource } from '../../nats/index.js';
 import { sqliteTarget } from '../../sqlite/index.js';
-import { sqliteBillingHandler } from '../billing.js';
+import { billingChange, sqliteBillingHandler } from '../billing.js';
 import { CommitClock, monotonicMs } from '../commitClock.js';
 import { timeConsumer } from '../consumerRun.js';
 import { quantile, round, timed, type Timed } from '../measure.js';
 import type { ParentMessage, ServerChildMessage } from '../liveServerChild.js';
 import type { PacedSends } from '../pacedProducer.js';
 import type { ScenarioContext } from '../types.js';
-import { openTargetDb } from './consumerSqlite.js';
+import { checkBilled, openTargetDb, preparedLoopTransaction, type BaselineItem } from './consumerSqlite.js';
+
+/** Messages a raw consumer asks for at a time: as many as the source asks for under the consumer's defaults. */
+const PULL = 1000;
 
 /** What the JetStream rows share: one connection, and a fresh stream per measurement. */
 export interface JetStreamBench {
@@ -24,12 +28,21 @@ export interface JetStreamBench {
   fresh(label: string): Promise<string>;
 }
 
-/** Baseline: a durable with `ack_policy: all` consumes the stream's `n` messages, acking every 500th and the last. */
-export async function rawAckAll(b: JetStreamBench, stream: string, n: number): Promise<Timed> {
-  await b.jsm.consumers.add(stream, { durable_name: 'raw', ack_policy: 'all' });
-  const consumer = await b.js.consumers.get(stream, 'raw');
+/**
+ * Transport alone: a new durable with `ack_policy: all` consumes the stream's `n` messages, acking
+ * every 500th and the last, and does nothing with them. Timed from the durable's creation, as the
+ * source's subscription creates its own.
+ */
+export async function rawAckAll(
+  b: JetStreamBench,
+  stream: string,
+  n: number,
+  durable: string,
+): Promise<Timed> {
   return timed(n, async () => {
-    const messages = await consumer.consume({ max_messages: 1000 });
+    await b.jsm.consumers.add(stream, { durable_name: durable, ack_policy: 'all' });
+    const consumer = await b.js.consumers.get(stream, durable);
+    const messages = await consumer.consume({ max_messages: PULL });
     let got = 0;
     for await (const m of messages) {
       got++;
@@ -41,22 +54,79 @@ export async function rawAckAll(b: JetStreamBench, stream: string, n: number): P
   });
 }
 
-/** A billing consumer on `jetStreamSource` into a SQLite target (synchronous FULL), from the stream's start to its head. */
+/**
+ * Baseline: the work of the idem consumer written by hand on raw `@nats-io/jetstream`. A new durable
+ * with `ack_policy: all` consumes the stream's `n` messages; each is read as the event it carries
+ * (`eventFromMessage`, as the source reads it) and, per transaction of the consumer's catch-up size,
+ * goes through the prepared-statement loop of `consumer-sqlite` (ledger check, billing upsert, ledger
+ * insert, checkpoint) into a SQLite target (FULL); after each commit the transaction's last message is
+ * acked, which acks the ones before it. Timed from the durable's creation to the last ack.
+ */
+export async function rawIntoSqlite(
+  ctx: ScenarioContext,
+  b: JetStreamBench,
+  stream: string,
+  n: number,
+  durable: string,
+): Promise<Timed> {
+  const db = openTargetDb(await ctx.tempDir(), durable);
+  try {
+    const measured = await timed(n, async () => {
+      // As many unacknowledged messages as the source's durables allow (JetStream's default, 1,000,
+      // is less than a transaction).
+      await b.jsm.consumers.add(stream, {
+        durable_name: durable,
+        ack_policy: 'all',
+        max_ack_pending: 10_000,
+      });
+      const consumer = await b.js.consumers.get(stream, durable);
+      const apply = preparedLoopTransaction(db, durable);
+      const messages = await consumer.consume({ max_messages: PULL });
+      let batch: BaselineItem[] = [];
+      let got = 0;
+      for await (const m of messages) {
+        const e = eventFromMessage(m.headers, m.data);
+        if (!e) throw new Error(`jetstream: message ${m.seq} is not an idem event`);
+        batch.push({ id: e.id, position: e.position, c: billingChange(e) });
+        got++;
+        if (batch.length === DEFAULT_CATCH_UP_BATCH || got === n) {
+          apply(batch);
+          m.ack();
+          batch = [];
+        }
+        if (got === n) break;
+      }
+      await messages.close();
+      await b.nc.flush();
+    });
+    checkBilled(db, n, 'raw JetStream consumer into SQLite');
+    return measured;
+  } finally {
+    db.close();
+  }
+}
+
+/**
+ * A billing consumer on `jetStreamSource` into a SQLite target (synchronous FULL), from the stream's
+ * start to its head, on a new durable.
+ */
 export async function sourceIntoSqlite(
   ctx: ScenarioContext,
   b: JetStreamBench,
   stream: string,
   n: number,
+  durable: string,
 ): Promise<Timed> {
-  const dir = await ctx.tempDir();
-  const db = openTargetDb(dir, 'jetstream-target');
+  const db = openTargetDb(await ctx.tempDir(), durable);
   const target = sqliteTarget(db);
-  const source = jetStreamSource({ connection: b.nc, stream, durable: 'idem' });
+  const source = jetStreamSource({ connection: b.nc, stream, durable });
   try {
-    return await timeConsumer(
+    const measured = await timeConsumer(
       { name: 'billing_jetstream_v1', source, target, handle: sqliteBillingHandler(db) },
       n,
     );
+    checkBilled(db, n, 'consumer on jetStreamSource');
+    return measured;
   } finally {
     await source.close();
     await target.close();
