@@ -3,6 +3,7 @@ import { describe, it } from 'node:test';
 import type { DeadLetterBulkResult } from '../../../src/core/subscription.js';
 import type { EventStore } from '../../../src/core/eventStore.js';
 import { randomCategory, randomConsumer } from '../../support/names.js';
+import { until } from '../../support/until.js';
 import { nextMessage, Reader, rejectsWith, withStore, type MakeStore } from './context.js';
 
 class CodedError extends Error {
@@ -72,7 +73,12 @@ export function bulkDeadLetterTests(makeStore: MakeStore): void {
               `${s} redelivered in order`,
             );
           }
-          await reader.waitFor(() => reader.positions.length === 6, 'the redelivered events acknowledged');
+          await reader.waitFor(() => reader.positions.length === 6, 'the redelivered events received');
+          // Received is not yet acknowledged (over a socket the ack travels on its own): wait until the
+          // store has resolved the six retried dead letters, so closing cannot lose an ack.
+          await until(async () => (await store.deadLetters.list(name)).length === 6, {
+            message: 'the six retried dead letters resolved by their acks',
+          });
         } finally {
           await reader.stop();
         }
