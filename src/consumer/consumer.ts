@@ -598,6 +598,8 @@ class ConsumerRuntime<Tx> implements Consumer {
     run.wakeUp.abort();
     if (this.batchInFlight) await this.batchInFlight.catch(() => undefined);
     await this.shreds.idle();
+    // Best effort: after a failure here the consumer's start still checks the target's horizon.
+    await this.pruner.stopping().catch(() => undefined);
     run.subscribeAbort.abort();
     await this.closeQuietly(run.sub);
     await run.started.catch(() => undefined);

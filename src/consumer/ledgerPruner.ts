@@ -32,8 +32,11 @@ export class LedgerPruner<Tx> {
   private marks: { ms: number; position: number }[] = [];
   /** A prune due, for the next batch's transaction. */
   private pending: PruneLedgerOptions | null = null;
-  /** What the pending prune did in a batch's transaction, to report once that batch is acknowledged. */
+  /** What the pending prune did in a batch's transaction, to count once that batch is acknowledged. */
   private staged: PruneLedgerResult | null = null;
+  /** A horizon pruned in batches' transactions and not told to the source yet. */
+  private unreported: number | null = null;
+  private lastReportMs = Date.now();
 
   constructor(
     private readonly o: ResolvedOptions<Tx>,
@@ -68,32 +71,42 @@ export class LedgerPruner<Tx> {
     if (this.pending && t.pruneLedger) this.staged = await t.pruneLedger(this.o.targetName, this.pending);
   };
 
-  /** When caught up: runs a pending prune in its own transaction (no batch may come soon). */
+  /** When caught up: runs a pending prune in its own transaction (no batch may come soon); reports the horizon. */
   async caughtUp(): Promise<void> {
     const pending = this.pending;
     this.pending = null;
-    if (!pending || !this.o.target.pruneLedger) return;
-    const r = await this.o.target.pruneLedger(this.o.targetName, pending);
-    this.staged = null;
-    await this.report(r.horizon);
+    if (pending && this.o.target.pruneLedger) {
+      this.staged = null;
+      await this.report((await this.o.target.pruneLedger(this.o.targetName, pending)).horizon);
+    } else await this.stopping();
+  }
+
+  /** When stopping (the lease still held): tells the source a horizon it does not know yet. */
+  async stopping(): Promise<void> {
+    if (this.unreported !== null) await this.report(this.unreported);
   }
 
   /**
-   * After an acknowledgement of `position`: reports what a batch's transaction pruned, and prunes
-   * when due: in the next batch's transaction when `more` events are to come, else at once.
+   * After an acknowledgement of `position`: takes note of what a batch's transaction pruned, and
+   * prunes when due: in the next batch's transaction when `more` events are to come, else at once
+   * (and then reports the horizon).
    */
   async acked(position: number, handled: number, lastRecordedMs: number, more: boolean): Promise<void> {
     const retain = this.retain;
     if (!retain || !this.o.target.pruneLedger) return;
+    const now = Date.now();
     if (this.staged) {
-      const horizon = this.staged.horizon;
+      this.unreported = this.staged.horizon;
       this.staged = null;
       this.pending = null;
-      await this.report(horizon);
     }
+    // While catching up the store learns the horizon at most every `PRUNE_IDLE_MS` (and once caught
+    // up or stopping): it refuses a reset only while the lease is free, and after a crash the
+    // consumer checks its cursor against the target's horizon as it starts.
+    if (this.unreported !== null && now - this.lastReportMs >= PRUNE_IDLE_MS)
+      await this.report(this.unreported);
     this.handled += handled;
     if (retain.kind === 'age') this.mark(lastRecordedMs, position);
-    const now = Date.now();
     if (this.handled < PRUNE_EVERY_EVENTS && (this.handled === 0 || now - this.lastPruneMs < PRUNE_IDLE_MS))
       return;
     this.handled = 0;
@@ -107,10 +120,11 @@ export class LedgerPruner<Tx> {
     };
     if (!more) {
       this.pending = null;
-      await pruneConsumerLedger(this.o.source, this.o.target, this.o.targetName, {
+      const r = await pruneConsumerLedger(this.o.source, this.o.target, this.o.targetName, {
         ...options,
-        reportHorizon: this.horizonMatters,
+        reportHorizon: false,
       });
+      if (r) await this.report(r.horizon);
       return;
     }
     this.pending = await pruneBound(this.o.source, this.o.targetName, options);
@@ -118,6 +132,8 @@ export class LedgerPruner<Tx> {
 
   /** Tells the source the horizon (not with the entity-version guard). */
   private async report(horizon: number): Promise<void> {
+    this.unreported = null;
+    this.lastReportMs = Date.now();
     if (this.horizonMatters)
       await idemStoreOf(this.o.source)?.consumers.setLedgerHorizon?.(this.o.targetName, horizon);
   }
