@@ -23,6 +23,8 @@ export interface BatchDeps<Tx> {
   outage?: OutageDetector | null;
   /** The first position the runtime holds outside this batch (Infinity for none): nothing from it on is checkpointed. */
   heldFrom?: number;
+  /** Runs in each of the batch's transactions after its record: a due ledger prune (see `LedgerPruner`). */
+  prune?: (t: TargetTransaction<Tx>) => Promise<void>;
 }
 
 /** A failed try of one event in an earlier transaction of the batch. */
@@ -254,6 +256,7 @@ export class BatchTransaction<Tx> {
       epoch: this.deps.epoch,
     });
     for (const p of record.parks) await this.deps.park(p.position, p.info);
+    await this.deps.prune?.(this.t);
     if (!outage) for (const l of lettered) detector?.deadLettered(l.event.stream);
     tally.transactions = 1;
     return {

@@ -269,6 +269,7 @@ class ConsumerRuntime<Tx> implements Consumer {
           this.withheld.caughtUp = Math.max(this.withheld.caughtUp, work.position);
           continue;
         }
+        await this.pruner.caughtUp();
         this.caughtUp(run, work.position);
         this.report(run);
         continue;
@@ -485,6 +486,7 @@ class ConsumerRuntime<Tx> implements Consumer {
         traceparent,
         outage: options === this.o ? this.detector : null,
         heldFrom: this.held.reduce((min, e) => Math.min(min, e.position), Infinity),
+        prune: this.pruner.inTransaction,
         ...(this.o.gaps === 'wait' && { holdGap: (e: RecordedEvent) => this.holdGap(e) }),
       },
       events,
@@ -507,7 +509,12 @@ class ConsumerRuntime<Tx> implements Consumer {
     const last = events[events.length - 1]!;
     if (ackPosition !== null) {
       await sub.ack(ackPosition);
-      await this.pruner.acked(ackPosition, t.processed, Date.parse(last.recordedAt));
+      await this.pruner.acked(
+        ackPosition,
+        t.processed,
+        Date.parse(last.recordedAt),
+        ackPosition < this.progress.head,
+      );
     }
     this.setProgress(
       Math.max(this.progress.position, ackPosition ?? 0),
@@ -591,6 +598,8 @@ class ConsumerRuntime<Tx> implements Consumer {
     run.wakeUp.abort();
     if (this.batchInFlight) await this.batchInFlight.catch(() => undefined);
     await this.shreds.idle();
+    // Best effort: after a failure here the consumer's start still checks the target's horizon.
+    await this.pruner.stopping().catch(() => undefined);
     run.subscribeAbort.abort();
     await this.closeQuietly(run.sub);
     await run.started.catch(() => undefined);

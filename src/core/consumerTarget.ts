@@ -62,6 +62,11 @@ export interface TargetTransaction<Tx> {
   forgetEntity?(consumer: string, stream: string, positions: readonly number[]): Promise<void>;
   /** Moves the consumer's shred cursor (the last shred log entry handled) to `seq`, never backwards. */
   setShredCursor?(consumer: string, seq: number): Promise<void>;
+  /**
+   * `ConsumerTarget.pruneLedger` inside this transaction: bounded by the checkpoint as this
+   * transaction sees it, and undone with it on rollback.
+   */
+  pruneLedger?(consumer: string, options?: PruneLedgerOptions): Promise<PruneLedgerResult>;
 }
 
 /** What `pruneLedger` may delete. */

@@ -139,6 +139,23 @@ class PostgresTargetTransaction implements TargetTransaction<PoolClient> {
     private readonly sql: TargetSql,
   ) {}
 
+  async pruneLedger(consumer: string, options?: PruneLedgerOptions): Promise<PruneLedgerResult> {
+    const { keep, through } = resolvePruneOptions(options);
+    const q = (name: StatementName, values: unknown[]) => this.tx.query(this.sql.q(name, values));
+    const cp = (await q('lockHorizon', [consumer])).rows[0] as
+      { position: number; horizon: number } | undefined;
+    if (!cp) return { deleted: 0, horizon: 0 };
+    const bound = Math.min(cp.position, through);
+    const upTo =
+      keep === 0
+        ? bound
+        : (((await q('prunePoint', [consumer, bound, keep])).rows[0] as { position: number } | undefined)
+            ?.position ?? 0);
+    if (upTo <= cp.horizon) return { deleted: 0, horizon: cp.horizon };
+    const r = (await q('prune', [consumer, upTo])).rows[0] as { deleted: number };
+    return { deleted: r.deleted, horizon: upTo };
+  }
+
   async checkpoint(consumer: string): Promise<TargetCheckpoint> {
     const r = await this.tx.query<TargetCheckpoint>(this.sql.q('checkpoint', [consumer]));
     return r.rows[0] ?? { position: 0, epoch: 0 };
@@ -285,22 +302,8 @@ export class PostgresTarget implements ConsumerTarget<PoolClient> {
   }
 
   async pruneLedger(consumer: string, options?: PruneLedgerOptions): Promise<PruneLedgerResult> {
-    const { keep, through } = resolvePruneOptions(options);
-    return this.transaction(async (t) => {
-      const q = (name: StatementName, values: unknown[]) => t.tx.query(this.sql.q(name, values));
-      const cp = (await q('lockHorizon', [consumer])).rows[0] as
-        { position: number; horizon: number } | undefined;
-      if (!cp) return { deleted: 0, horizon: 0 };
-      const bound = Math.min(cp.position, through);
-      const upTo =
-        keep === 0
-          ? bound
-          : (((await q('prunePoint', [consumer, bound, keep])).rows[0] as { position: number } | undefined)
-              ?.position ?? 0);
-      if (upTo <= cp.horizon) return { deleted: 0, horizon: cp.horizon };
-      const r = (await q('prune', [consumer, upTo])).rows[0] as { deleted: number };
-      return { deleted: r.deleted, horizon: upTo };
-    });
+    resolvePruneOptions(options);
+    return this.transaction((t) => t.pruneLedger!(consumer, options));
   }
 
   async ledgerHorizon(consumer: string): Promise<number> {

@@ -182,6 +182,20 @@ class SqliteTargetTransaction implements TargetTransaction<Database.Database> {
     private readonly s: TargetStatements,
   ) {}
 
+  pruneLedger(consumer: string, options?: PruneLedgerOptions): Promise<PruneLedgerResult> {
+    const { keep, through } = resolvePruneOptions(options);
+    const s = this.s;
+    const cp = s.horizon.get(consumer) as { position: number; horizon: number } | undefined;
+    const id = s.existingId(consumer);
+    if (!cp || id === undefined) return Promise.resolve({ deleted: 0, horizon: cp?.horizon ?? 0 });
+    const bound = Math.min(cp.position, through);
+    const upTo = keep === 0 ? bound : ((s.prunePoint.get(id, bound, keep) as number | undefined) ?? 0);
+    if (upTo <= cp.horizon) return Promise.resolve({ deleted: 0, horizon: cp.horizon });
+    const deleted = s.prune.run(id, upTo).changes;
+    s.setHorizon.run(upTo, consumer);
+    return Promise.resolve({ deleted, horizon: Math.max(cp.horizon, upTo) });
+  }
+
   checkpoint(consumer: string): Promise<TargetCheckpoint> {
     const row = this.s.checkpoint.get(consumer) as TargetCheckpoint | undefined;
     return Promise.resolve(row ?? { position: 0, epoch: 0 });
@@ -348,19 +362,8 @@ export class SqliteTarget implements ConsumerTarget<Database.Database> {
   }
 
   async pruneLedger(consumer: string, options?: PruneLedgerOptions): Promise<PruneLedgerResult> {
-    const { keep, through } = resolvePruneOptions(options);
-    return this.transaction(() => {
-      const s = this.ready();
-      const cp = s.horizon.get(consumer) as { position: number; horizon: number } | undefined;
-      const id = s.existingId(consumer);
-      if (!cp || id === undefined) return Promise.resolve({ deleted: 0, horizon: cp?.horizon ?? 0 });
-      const bound = Math.min(cp.position, through);
-      const upTo = keep === 0 ? bound : ((s.prunePoint.get(id, bound, keep) as number | undefined) ?? 0);
-      if (upTo <= cp.horizon) return Promise.resolve({ deleted: 0, horizon: cp.horizon });
-      const deleted = s.prune.run(id, upTo).changes;
-      s.setHorizon.run(upTo, consumer);
-      return Promise.resolve({ deleted, horizon: Math.max(cp.horizon, upTo) });
-    });
+    resolvePruneOptions(options);
+    return this.transaction((t) => t.pruneLedger!(consumer, options));
   }
 
   ledgerHorizon(consumer: string): Promise<number> {

@@ -105,6 +105,56 @@ export function describeLedgerRetention<Tx>(label: string, make: MakeTargetFixtu
         assert.deepEqual(await h.totals(), expected);
       }));
 
+    it("a prune due while events wait runs in the next batch's transaction; that batch's ack lost, nothing doubles and the store learns the horizon", () =>
+      withHarness(make, async (h) => {
+        const streams = [randomStream('invoice'), randomStream('invoice'), randomStream('invoice')];
+        // Two prunes come due before the last batch: each runs in the batch after it.
+        const total = 2 * PRUNE_EVERY_EVENTS + 2000;
+        const expected = await appendOnes(h, streams, total);
+        const faults: SourceFaults = { seen: { subscribes: 0, acks: 0, messages: 0 } };
+        // Prunes in transactions of their own; those inside a batch's go through its transaction.
+        let ownPrunes = 0;
+        const real = h.fx.target;
+        const target = new Proxy(real, {
+          get(t, prop) {
+            if (prop === 'pruneLedger')
+              return (...args: Parameters<NonNullable<typeof real.pruneLedger>>) => {
+                ownPrunes++;
+                return t.pruneLedger!(...args);
+              };
+            const v: unknown = Reflect.get(t, prop, t);
+            return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(t) : v;
+          },
+        });
+        let lost = false;
+        const c = h.consumer({
+          source: faultySource(h.store, faults),
+          target,
+          ledger: { retain: 'checkpoint' },
+          batch: { size: 500, catchUpSize: 1000 },
+          handle: async (e, ctx) => {
+            // The batch after the first due prune carries it: its ack is lost (a crash after its commit).
+            if (e.position === PRUNE_EVERY_EVENTS + 1 && !lost) {
+              lost = true;
+              faults.failAcks = 1;
+            }
+            await h.addAmount(e, ctx);
+          },
+        });
+        await c.start();
+        await c.whenCaughtUp();
+        await c.stop();
+        assert.equal(faults.failAcks, 0);
+        assert.ok(c.metrics().duplicates > 0, 'the unacknowledged batch was delivered again');
+        assert.equal(ownPrunes, 0, "every prune ran inside a batch's transaction");
+        const horizon = await real.ledgerHorizon!(h.name);
+        assert.ok(horizon > PRUNE_EVERY_EVENTS && horizon < total, `pruned through ${horizon}`);
+        assert.equal(await real.ledgerSize(h.name), total - horizon);
+        assert.deepEqual(await h.totals(), expected);
+        await assert.rejects(h.store.consumers.reset(h.name, horizon - 1), refusedBelow(horizon));
+        await h.store.consumers.reset(h.name, horizon);
+      }));
+
     it('refuses to start when the source cursor is below the target horizon (a consumer deleted and made again)', () =>
       withHarness(make, async (h) => {
         await h.appendAmounts([randomStream('invoice')], 20);
