@@ -99,20 +99,6 @@ try {
         values: arrays(`batch-${++k}`),
       }),
     );
-    await time('append_one call, autocommit (raw pg client)', calls, () =>
-      client.query({
-        name: 'append_one',
-        text: 'SELECT * FROM st.append_one($1::text, $2::text, $3::uuid[], $4::text[], $5::text[], $6::text[])',
-        values: [
-          `one-${++k}`,
-          'any',
-          uuidArray([uuidv7()]),
-          textArray(['t']),
-          textArray([dataJson]),
-          textArray([metadataJson]),
-        ],
-      }),
-    );
     const appendOne = (): pg.QueryConfig => ({
       name: 'append_one',
       text: 'SELECT * FROM st.append_one($1::text, $2::text, $3::uuid[], $4::text[], $5::text[], $6::text[])',
@@ -125,6 +111,7 @@ try {
         textArray([metadataJson]),
       ],
     });
+    await time('append_one call, autocommit (raw pg client)', calls, () => client.query(appendOne()));
     await time('append_one call through the pool (pool.query)', calls, () => store.pool.query(appendOne()));
     const held = await store.pool.connect();
     await time('append_one call on one held pooled client', calls, () => held.query(appendOne()));
