@@ -278,7 +278,7 @@ export class RemoteEventStore implements EventStore {
       heartbeatMember: async (name, member, ttlMs) => {
         this.assertOpen();
         // Safe to repeat: a heartbeat renews the same member's lease.
-        const r = await this.http.request<{ members: GroupMember[] }>(
+        const r = await this.http.request<{ members: (GroupMember | string)[] }>(
           'POST',
           this.consumerPath(name, '/members'),
           {
@@ -286,7 +286,8 @@ export class RemoteEventStore implements EventStore {
             retry: true,
           },
         );
-        return r.members;
+        // An older server lists names alone: their expiries are unknown (members look every TTL/3).
+        return r.members.map((m) => (typeof m === 'string' ? { member: m, leaseExpiresAt: null } : m));
       },
       leaveGroup: async (name, member) => {
         this.assertOpen();

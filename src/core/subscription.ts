@@ -217,8 +217,11 @@ export interface PartitionInfo {
 /** A live member of a consumer group, as `consumers.heartbeatMember` answers. */
 export interface GroupMember {
   member: string;
-  /** When its heartbeat runs out unless renewed (a member that died stops renewing it). */
-  leaseExpiresAt: string;
+  /**
+   * When its heartbeat runs out unless renewed (a member that died stops renewing it); null from a
+   * server that answers names only (an older one).
+   */
+  leaseExpiresAt: string | null;
 }
 
 export interface ConsumerAdmin {

@@ -46,7 +46,7 @@ describe('consumer group member heartbeat', () => {
         again.map((m) => m.member),
         ['m-1'],
       );
-      assert.ok(Date.parse(again[0]!.leaseExpiresAt) > 0, 'with when its heartbeat runs out');
+      assert.ok(Date.parse(again[0]!.leaseExpiresAt ?? '') > 0, 'with when its heartbeat runs out');
       assert.equal(state.acquires, 3, 'a live member renews its lease');
     } finally {
       await service.close();
