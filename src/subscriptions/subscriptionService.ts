@@ -37,7 +37,8 @@ export class SubscriptionService {
   private readonly active = new Set<DurableSubscription>();
   /** Wakes standbys waiting for a lease released in this process. */
   private readonly released = new Wakeup();
-  private readonly unhook: (() => void) | undefined;
+  private unhook: (() => void) | undefined;
+  private hooked = false;
   private readonly tail: SharedTail | null;
   private closed = false;
 
@@ -58,7 +59,17 @@ export class SubscriptionService {
     this.tail = source.scanKeys
       ? new SharedTail((after, maxScan) => source.scanKeys!(after, maxScan), Math.max(1, poll / 10))
       : null;
-    this.unhook = source.onAppend?.((head) => {
+  }
+
+  /**
+   * Hears the store's appends from the first subscription on. Not before: on PostgreSQL the hook is
+   * a LISTEN connection, and every commit of every process would wake it (and this process) for
+   * nothing while no subscription is open here (a process that only appends).
+   */
+  private hookAppends(): void {
+    if (this.hooked || this.closed) return;
+    this.hooked = true;
+    this.unhook = this.source.onAppend?.((head) => {
       this.tail?.appended(head);
       for (const s of this.active) s.appended();
     });
@@ -67,6 +78,7 @@ export class SubscriptionService {
   async subscribe(consumer: string, options?: SubscribeOptions): Promise<Subscription> {
     const resolved = resolveSubscribeOptions(consumer, options);
     this.assertOpen();
+    this.hookAppends();
     // A partition of a consumer group owns its own record (`<name>#<index>`): cursor, lease, epoch.
     const record = await checkGroupIdentity(this.backend, resolved.consumer, resolved.filter);
     const o = record === resolved.consumer ? resolved : { ...resolved, consumer: record };

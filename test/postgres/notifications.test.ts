@@ -58,6 +58,34 @@ describe('postgres live wake-ups (LISTEN/NOTIFY)', { skip: ctx.skip }, () => {
     }
   });
 
+  it('a store that only appends opens no LISTEN connection; its first subscription does', async () => {
+    const a = await ctx.openStore();
+    const admin = new pg.Client({ connectionString: ctx.db.connectionString });
+    await admin.connect();
+    const listeners = async (): Promise<number> =>
+      (
+        await admin.query<{ n: number }>(
+          `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND query ILIKE 'LISTEN%'`,
+        )
+      ).rows[0]!.n;
+    try {
+      await a.append('quiet-1', [{ type: 't', data: 1 }]);
+      await a.append('quiet-2', [{ type: 't', data: 2 }]);
+      assert.equal(a.listening, false);
+      assert.equal(await listeners(), 0);
+      const sub = await a.subscribe('quiet_v1', { from: 'end' });
+      try {
+        await until(() => a.listening, { message: 'the LISTEN connection of the first subscription' });
+        assert.equal(await listeners(), 1);
+      } finally {
+        await sub.close();
+      }
+    } finally {
+      await admin.end();
+      await a.close();
+    }
+  });
+
   it('a live subscriber in one process receives an append made by another', async () => {
     const a = await ctx.openStore();
     const b = await ctx.openStore({ schema: a.schema });
