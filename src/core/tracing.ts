@@ -2,8 +2,8 @@
  * Optional OpenTelemetry traces. When `@opentelemetry/api` is installed (an optional peer
  * dependency), an append records the active trace context in `metadata.traceparent` (W3C form) and
  * the consumer's delivery, handler batch, commit and effect dispatch become spans of that trace.
- * Without the package, or without a tracer provider registered, every function here does nothing
- * beyond a null check.
+ * Without the package, or without a tracer provider registered and no trace to continue, every
+ * function here does nothing beyond a few checks.
  */
 import type * as OtelApi from '@opentelemetry/api';
 
@@ -76,7 +76,7 @@ export function traced<T>(
   options: SpanOptions,
   fn: (span: SpanHandle) => Promise<T>,
 ): Promise<T> {
-  if (!api) return fn(NO_SPAN);
+  if (!api || !recordable(api, options)) return fn(NO_SPAN);
   const a = api;
   const { span, ctx, handle } = start(a, name, options);
   return a.context.with(a.trace.setSpan(ctx, span), async () => {
@@ -93,7 +93,7 @@ export function traced<T>(
 
 /** Starts a span that the caller ends (for a span that begins and ends in different callbacks). */
 export function openSpan(name: string, options: SpanOptions): OpenSpan {
-  if (!api) return NO_SPAN;
+  if (!api || !recordable(api, options)) return NO_SPAN;
   const a = api;
   const { span, handle } = start(a, name, options);
   return {
@@ -103,6 +103,19 @@ export function openSpan(name: string, options: SpanOptions): OpenSpan {
       span.end();
     },
   };
+}
+
+/**
+ * Whether a span started now could be recorded or carry a trace on: a tracer provider is registered,
+ * or there is a trace to continue (a parent given or active). Otherwise the span would be a no-op that
+ * carries nothing, and starting it (a context switch per append and per batch) is skipped.
+ */
+function recordable(a: Api, options: SpanOptions): boolean {
+  if (options.parent !== undefined || (options.links !== undefined && options.links.length > 0)) return true;
+  const provider = a.trace.getTracerProvider();
+  if (!(provider instanceof a.ProxyTracerProvider) || provider.getDelegateTracer('idem') !== undefined)
+    return true;
+  return a.trace.getSpan(a.context.active()) !== undefined;
 }
 
 function start(a: Api, name: string, options: SpanOptions) {
