@@ -1,6 +1,8 @@
 import type { JsMsg } from '@nats-io/jetstream';
 import type { RecordedEvent } from '../core/event.js';
-import { eventFromHeaderBlock, eventFromMessage } from './relayMessage.js';
+import { eventFromHeaderText, eventFromMessage } from './relayMessage.js';
+
+const decoder = new TextDecoder();
 
 /** What the source reads of a message's delivery: JetStream says it in the reply subject. */
 export interface Delivery {
@@ -69,9 +71,16 @@ export function readsHeaderBlock(msg: JsMsg): boolean {
 export function eventOf(msg: JsMsg): RecordedEvent | null {
   try {
     const raw = rawParts(msg);
-    return raw
-      ? eventFromHeaderBlock(raw.data.subarray(0, raw.hdr), raw.data.subarray(raw.hdr))
-      : eventFromMessage(msg.headers, msg.data);
+    if (!raw) return eventFromMessage(msg.headers, msg.data);
+    const { data, hdr } = raw;
+    if (!Buffer.isBuffer(data))
+      return eventFromHeaderText(decoder.decode(data.subarray(0, hdr)), data.subarray(hdr));
+    // Node's own decoding of a range, without a view of it (a TextDecoder drops a byte order mark).
+    const body = data.toString('utf8', hdr);
+    return eventFromHeaderText(
+      data.toString('utf8', 0, hdr),
+      body.charCodeAt(0) === 0xfeff ? body.slice(1) : body,
+    );
   } catch {
     return null;
   }

@@ -88,7 +88,8 @@ function take(f: EventFields, key: string, value: string): void {
   }
 }
 
-function toEvent(f: EventFields, body: Uint8Array): RecordedEvent | null {
+/** The event of the header values and body (its bytes, or its text as a TextDecoder reads them). */
+function toEvent(f: EventFields, body: Uint8Array | string): RecordedEvent | null {
   const position = f.position ?? '';
   const at = Number(position);
   if (position === '' || !Number.isSafeInteger(at) || at < 1 || !f.id) return null;
@@ -98,7 +99,7 @@ function toEvent(f: EventFields, body: Uint8Array): RecordedEvent | null {
     version: Number(f.version ?? ''),
     position: at,
     type: f.type ?? '',
-    data: JSON.parse(decoder.decode(body)) as JsonValue,
+    data: JSON.parse(typeof body === 'string' ? body : decoder.decode(body)) as JsonValue,
     metadata: JSON.parse(f.metadata || '{}') as JsonObject,
     recordedAt: f.recordedAt ?? '',
   };
@@ -115,12 +116,11 @@ export function eventFromMessage(h: MsgHdrs | undefined, body: Uint8Array): Reco
 
 /**
  * `eventFromMessage` on a message's header block as it arrived (`NATS/1.0` and `Key: value` lines,
- * each ending in CRLF), read as the NATS client reads it (the key as written, the value trimmed, the
- * first value of a name) without building the client's header map: only the relay's values are cut
- * out of the text.
+ * each ending in CRLF), as text, read as the NATS client reads it (the key as written, the value
+ * trimmed, the first value of a name) without building the client's header map: only the relay's
+ * values are cut out of the text. `body` is the body's bytes or its text without a byte order mark.
  */
-export function eventFromHeaderBlock(block: Uint8Array, body: Uint8Array): RecordedEvent | null {
-  const s = decoder.decode(block);
+export function eventFromHeaderText(s: string, body: Uint8Array | string): RecordedEvent | null {
   const f = noFields();
   let at = s.indexOf('\r\n');
   while (at !== -1) {

@@ -74,13 +74,19 @@ describe(
         { h: writeEventHeaders(headers(), plain), data: body(plain), id: plain.id },
         { h: spaced, data: body(event(2)), id: event(2).id },
         { h: twice, data: body(event(3)), id: event(3).id },
+        // A body with a byte order mark, which a TextDecoder drops.
+        {
+          h: writeEventHeaders(headers(), event(4)),
+          data: Uint8Array.of(0xef, 0xbb, 0xbf, ...body(event(4))),
+          id: event(4).id,
+        },
         { h: noPosition, data: new TextEncoder().encode('{}') },
         { h: null, data: new TextEncoder().encode('{}') },
       ]);
       // The client's message objects show the header block as it arrived (the source reads it there).
       assert.deepEqual(
         msgs.map((m) => readsHeaderBlock(m)),
-        [true, true, true, true, false],
+        [true, true, true, true, true, false],
       );
       const events = msgs.map((m) => eventOf(m));
       // As the client's decoded headers give them (the first value of a name, trimmed).
@@ -90,7 +96,7 @@ describe(
       );
       assert.deepEqual(
         events.map((e) => e?.position ?? null),
-        [1, 2, 3, null, null],
+        [1, 2, 3, 4, null, null],
       );
       assert.equal(events[1]!.type, 'padded.type');
       assert.deepEqual(events[0], plain);
