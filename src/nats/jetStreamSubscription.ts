@@ -55,7 +55,7 @@ function ackHandle(msg: JsMsg): AckHandle {
   return typeof reply === 'string' && reply !== '' ? reply : msg;
 }
 
-/** Where a delivered message's delivery figures are read into. */
+/** Reads a delivered message's delivery figures into `into`: from its reply subject, else from `msg.info`. */
 function readInfo(msg: JsMsg, ack: AckHandle, into: Delivery): void {
   if (typeof ack === 'string' && readDelivery(ack, into)) return;
   const info = msg.info;
