@@ -4,7 +4,7 @@ import { IdemError, InvalidInputError } from '../core/errors.js';
 import type { RecordedEvent } from '../core/event.js';
 import { matchesFilter, type EventFilter } from '../core/filter.js';
 import type { FailureInfo, ParkInfo, Subscription, SubscriptionMessage } from '../core/subscription.js';
-import { eventFromMessage } from './relayMessage.js';
+import { eventOf, readDelivery, type Delivery } from './deliveredMessage.js';
 
 /** Delivery figures the source keeps across its subscriptions (shown in the consumer's metrics). */
 export interface DeliveryCounts {
@@ -55,9 +55,13 @@ function ackHandle(msg: JsMsg): AckHandle {
   return typeof reply === 'string' && reply !== '' ? reply : msg;
 }
 
-interface Delivered {
-  position: number;
-  ack: AckHandle;
+/** Reads a delivered message's delivery figures into `into`: from its reply subject, else from `msg.info`. */
+function readInfo(msg: JsMsg, ack: AckHandle, into: Delivery): void {
+  if (typeof ack === 'string' && readDelivery(ack, into)) return;
+  const info = msg.info;
+  into.count = info.deliveryCount;
+  into.sequence = info.deliverySequence;
+  into.pending = info.pending;
 }
 
 /**
@@ -76,8 +80,13 @@ interface Delivered {
 export class JetStreamSubscription implements Subscription {
   readonly epoch = 0;
   readonly startPosition = 0;
-  private readonly queue: { ack: AckHandle; event: RecordedEvent }[] = [];
-  private readonly unacked: Delivered[] = [];
+  // Arrived messages not yet in a batch, and delivered ones not yet acknowledged: side by side, the
+  // event (or its position) and how its message is acknowledged.
+  private readonly queued: RecordedEvent[] = [];
+  private readonly queuedAcks: AckHandle[] = [];
+  private readonly unacked: number[] = [];
+  private readonly unackedAcks: AckHandle[] = [];
+  private readonly delivery: Delivery = { count: 0, sequence: 0, pending: 0 };
   private messages: ConsumerMessages | null = null;
   private maxSeen = 0;
   private nextDelivery: number;
@@ -113,7 +122,7 @@ export class JetStreamSubscription implements Subscription {
         if (this.closed) break;
         this.receive(msg);
         if (this.error) break;
-        while (!this.closed && this.queue.length + this.unacked.length >= this.s.maxInFlight)
+        while (!this.closed && this.queued.length + this.unacked.length >= this.s.maxInFlight)
           await new Promise<void>((r) => (this.space = r));
       }
       if (!this.closed && !this.error)
@@ -132,26 +141,23 @@ export class JetStreamSubscription implements Subscription {
   }
 
   private receive(msg: JsMsg): void {
-    const info = msg.info;
+    const ack = ackHandle(msg);
+    const info = this.delivery;
+    readInfo(msg, ack, info);
     const c = this.s.counts;
     c.received++;
-    if (info.deliveryCount > 1) c.redelivered++;
-    c.maxDeliveryCount = Math.max(c.maxDeliveryCount, info.deliveryCount);
-    if (this.nextDelivery > 0 && info.deliverySequence > this.nextDelivery) {
+    if (info.count > 1) c.redelivered++;
+    c.maxDeliveryCount = Math.max(c.maxDeliveryCount, info.count);
+    if (this.nextDelivery > 0 && info.sequence > this.nextDelivery) {
       this.error = new IdemError(
         'unavailable',
-        `JetStream deliveries ${this.nextDelivery}-${info.deliverySequence - 1} of "${this.s.durable}" never arrived; starting over from its acknowledgement floor`,
+        `JetStream deliveries ${this.nextDelivery}-${info.sequence - 1} of "${this.s.durable}" never arrived; starting over from its acknowledgement floor`,
       );
       return;
     }
-    this.nextDelivery = info.deliverySequence + 1;
+    this.nextDelivery = info.sequence + 1;
     this.lastPending = info.pending;
-    let event: RecordedEvent | null;
-    try {
-      event = eventFromMessage(msg.headers, msg.data);
-    } catch {
-      event = null;
-    }
+    const event = eventOf(msg);
     if (!event) {
       c.foreign++;
       msg.term('not an idem event (no Idem-Position header)');
@@ -159,8 +165,11 @@ export class JetStreamSubscription implements Subscription {
       c.acked++;
       this.maxSeen = Math.max(this.maxSeen, event.position);
       msg.ack();
-    } else this.queue.push({ ack: ackHandle(msg), event });
-    if (this.queue.length >= this.s.batchSize) this.notify();
+    } else {
+      this.queued.push(event);
+      this.queuedAcks.push(ack);
+    }
+    if (this.queued.length >= this.s.batchSize) this.notify();
     else this.notifySoon();
   }
 
@@ -197,7 +206,7 @@ export class JetStreamSubscription implements Subscription {
   private async next(): Promise<IteratorResult<SubscriptionMessage>> {
     for (;;) {
       if (this.closed) return { done: true, value: undefined };
-      if (this.queue.length > 0) return { done: false, value: this.batch() };
+      if (this.queued.length > 0) return { done: false, value: this.batch() };
       if (this.error) throw this.error;
       if (this.caughtUpDue === null && this.lastPending === 0) this.caughtUpDue = this.maxSeen;
       if (this.caughtUpDue !== null) {
@@ -211,18 +220,19 @@ export class JetStreamSubscription implements Subscription {
   }
 
   private batch(): SubscriptionMessage {
-    const events: RecordedEvent[] = [];
-    const first = this.queue[0]!.event;
-    const redelivery = first.position <= this.maxSeen;
+    const queued = this.queued;
+    const redelivery = queued[0]!.position <= this.maxSeen;
+    const most = Math.min(queued.length, this.s.batchSize);
     let n = 0;
-    for (const { ack, event: e } of this.queue) {
-      if (events.length >= this.s.batchSize || e.position <= this.maxSeen !== redelivery) break;
-      n++;
-      events.push(e);
-      this.unacked.push({ position: e.position, ack });
-      if (!redelivery) this.maxSeen = e.position;
+    for (; n < most; n++) {
+      const at = queued[n]!.position;
+      if (at <= this.maxSeen !== redelivery) break;
+      this.unacked.push(at);
+      this.unackedAcks.push(this.queuedAcks[n]!);
+      if (!redelivery) this.maxSeen = at;
     }
-    this.queue.splice(0, n);
+    const events = queued.splice(0, n);
+    this.queuedAcks.splice(0, n);
     this.space?.();
     this.space = null;
     // Redelivered events go to the runtime in position order, so each entity's stay in version order.
@@ -231,15 +241,22 @@ export class JetStreamSubscription implements Subscription {
   }
 
   ack(position: number): Promise<void> {
+    const { unacked, unackedAcks } = this;
+    const nc = this.s.nc;
     let kept = 0;
-    for (const d of this.unacked) {
-      if (d.position <= position) {
-        if (typeof d.ack === 'string') this.s.nc.publish(d.ack, ACK);
-        else d.ack.ack();
-        this.s.counts.acked++;
-      } else this.unacked[kept++] = d;
+    for (let i = 0; i < unacked.length; i++) {
+      const ack = unackedAcks[i]!;
+      if (unacked[i]! <= position) {
+        if (typeof ack === 'string') nc.publish(ack, ACK);
+        else ack.ack();
+      } else {
+        unacked[kept] = unacked[i]!;
+        unackedAcks[kept++] = ack;
+      }
     }
-    this.unacked.length = kept;
+    this.s.counts.acked += unacked.length - kept;
+    unacked.length = kept;
+    unackedAcks.length = kept;
     this.space?.();
     this.space = null;
     return Promise.resolve();

@@ -38,53 +38,98 @@ export function writeEventHeaders(h: MsgHdrs, event: RecordedEvent): MsgHdrs {
   return h;
 }
 
+/** The values of the relay's headers, first occurrence each; undefined when absent. */
+interface EventFields {
+  id: string | undefined;
+  stream: string | undefined;
+  version: string | undefined;
+  position: string | undefined;
+  type: string | undefined;
+  recordedAt: string | undefined;
+  metadata: string | undefined;
+}
+
+function noFields(): EventFields {
+  return {
+    id: undefined,
+    stream: undefined,
+    version: undefined,
+    position: undefined,
+    type: undefined,
+    recordedAt: undefined,
+    metadata: undefined,
+  };
+}
+
+/** Keeps `value` as the header `key`'s when it is one of the relay's and the first of its name. */
+function take(f: EventFields, key: string, value: string): void {
+  switch (key) {
+    case RELAY_HEADERS.id:
+      f.id ??= value;
+      break;
+    case RELAY_HEADERS.stream:
+      f.stream ??= value;
+      break;
+    case RELAY_HEADERS.version:
+      f.version ??= value;
+      break;
+    case RELAY_HEADERS.position:
+      f.position ??= value;
+      break;
+    case RELAY_HEADERS.type:
+      f.type ??= value;
+      break;
+    case RELAY_HEADERS.recordedAt:
+      f.recordedAt ??= value;
+      break;
+    case RELAY_HEADERS.metadata:
+      f.metadata ??= value;
+      break;
+  }
+}
+
+/** The event of the header values and body (its bytes, or its text as a TextDecoder reads them). */
+function toEvent(f: EventFields, body: Uint8Array | string): RecordedEvent | null {
+  const position = f.position ?? '';
+  const at = Number(position);
+  if (position === '' || !Number.isSafeInteger(at) || at < 1 || !f.id) return null;
+  return {
+    id: f.id,
+    stream: f.stream ?? '',
+    version: Number(f.version ?? ''),
+    position: at,
+    type: f.type ?? '',
+    data: JSON.parse(typeof body === 'string' ? body : decoder.decode(body)) as JsonValue,
+    metadata: JSON.parse(f.metadata || '{}') as JsonObject,
+    recordedAt: f.recordedAt ?? '',
+  };
+}
+
 /** The idem event carried by a relayed message, or null when the message was not published by a relay. */
 export function eventFromMessage(h: MsgHdrs | undefined, body: Uint8Array): RecordedEvent | null {
   if (!h) return null;
   // One pass over the headers: `get` scans every key for each name asked.
-  let id = '';
-  let stream = '';
-  let version = '';
-  let position = '';
-  let type = '';
-  let recordedAt = '';
-  let metadata = '';
-  for (const [key, values] of h) {
-    const v = values[0] ?? '';
-    switch (key) {
-      case RELAY_HEADERS.id:
-        id = v;
-        break;
-      case RELAY_HEADERS.stream:
-        stream = v;
-        break;
-      case RELAY_HEADERS.version:
-        version = v;
-        break;
-      case RELAY_HEADERS.position:
-        position = v;
-        break;
-      case RELAY_HEADERS.type:
-        type = v;
-        break;
-      case RELAY_HEADERS.recordedAt:
-        recordedAt = v;
-        break;
-      case RELAY_HEADERS.metadata:
-        metadata = v;
-        break;
-    }
+  const f = noFields();
+  for (const [key, values] of h) take(f, key, values[0] ?? '');
+  return toEvent(f, body);
+}
+
+/**
+ * `eventFromMessage` on a message's header block as it arrived (`NATS/1.0` and `Key: value` lines,
+ * each ending in CRLF), as text, read as the NATS client reads it (the key as written, the value
+ * trimmed, the first value of a name) without building the client's header map: only the relay's
+ * values are cut out of the text. `body` is the body's bytes or its text without a byte order mark.
+ */
+export function eventFromHeaderText(s: string, body: Uint8Array | string): RecordedEvent | null {
+  const f = noFields();
+  let at = s.indexOf('\r\n');
+  while (at !== -1) {
+    const start = at + 2;
+    at = s.indexOf('\r\n', start);
+    const end = at === -1 ? s.length : at;
+    const colon = s.indexOf(':', start);
+    if (colon === -1 || colon >= end) continue;
+    take(f, s.slice(start, colon), s.slice(colon + 1, end).trim());
   }
-  const at = Number(position);
-  if (position === '' || !Number.isSafeInteger(at) || at < 1 || id === '') return null;
-  return {
-    id,
-    stream,
-    version: Number(version),
-    position: at,
-    type,
-    data: JSON.parse(decoder.decode(body)) as JsonValue,
-    metadata: JSON.parse(metadata || '{}') as JsonObject,
-    recordedAt,
-  };
+  return toEvent(f, body);
 }
