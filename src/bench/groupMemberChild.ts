@@ -26,6 +26,8 @@ export interface MemberConfig {
   handler: MemberHandler;
   batch: { size: number; catchUpSize: number };
   leaseTtlMs?: number;
+  /** With `partitions`: the consumer's `partitionConcurrency` (absent: every partition held at once). */
+  partitionConcurrency?: number;
 }
 
 export type MemberMessage =
@@ -53,6 +55,9 @@ async function main(config: MemberConfig): Promise<void> {
     source: store,
     target: postgresTarget(pool, { schema: config.name }),
     ...(config.partitions !== undefined ? { partitions: config.partitions } : {}),
+    ...(config.partitionConcurrency !== undefined
+      ? { partitionConcurrency: config.partitionConcurrency }
+      : {}),
     ...(config.leaseTtlMs !== undefined ? { leaseTtlMs: config.leaseTtlMs } : {}),
     batch: config.batch,
     handle: async (e: RecordedEvent, ctx: { tx: pg.PoolClient }) => {

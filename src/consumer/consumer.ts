@@ -282,7 +282,7 @@ class ConsumerRuntime<Tx> implements Consumer {
       if (events.length === 0) continue;
       // A shred being followed finishes first: its transactions and a batch's never interleave.
       await this.shreds.idle();
-      const batch = this.handleEvents(run, sub, events, work.redelivery);
+      const batch = this.gatedEvents(run, sub, events, work.redelivery);
       this.batchInFlight = batch;
       try {
         const outcome = await batch;
@@ -372,6 +372,25 @@ class ConsumerRuntime<Tx> implements Consumer {
     const since = this.heldSince.get(e.stream) ?? now;
     this.heldSince.set(e.stream, since);
     return now - since < this.o.gapWaitMs;
+  }
+
+  /** `handleEvents` once the group member's gate lets this partition run a batch (at once without one). */
+  private async gatedEvents(
+    run: Run,
+    sub: Subscription,
+    events: RecordedEvent[],
+    redelivery: boolean,
+  ): Promise<BatchOutcome | 'ended'> {
+    const gate = this.o.batchGate;
+    if (!gate) return this.handleEvents(run, sub, events, redelivery);
+    const leave = await gate.enter();
+    try {
+      // Stopped while waiting: the events stay unacknowledged, delivered again to the next owner.
+      if (this.ending) return 'ended';
+      return await this.handleEvents(run, sub, events, redelivery);
+    } finally {
+      leave();
+    }
   }
 
   /** Runs a delivered batch; when its failures make an outage, rides the outage out and goes on after it. */

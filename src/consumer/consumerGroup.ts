@@ -8,6 +8,7 @@ import type { EventStore } from '../core/eventStore.js';
 import type { ConsumerAdmin, PartitionInfo } from '../core/subscription.js';
 import { sleep } from '../core/backoff.js';
 import type { Consumer } from './consumer.js';
+import { Gate } from './gate.js';
 import type { ConsumerRuntimeStatus } from './lifecycle.js';
 import type { ConsumerMetricsSnapshot, LatencySummary } from './metrics.js';
 import type { ResolvedOptions } from './options.js';
@@ -57,6 +58,8 @@ export class ConsumerGroupMember<Tx> implements Consumer {
   private nextExpiry = Infinity;
   /** Partition runtimes stopped here (a rebalance), kept for their metrics. */
   private readonly retired: ConsumerMetricsSnapshot[] = [];
+  /** Bounds the batch transactions of the partitions held at once (`partitionConcurrency`). */
+  private readonly gate: Gate | null;
 
   constructor(
     private readonly o: ResolvedOptions<Tx>,
@@ -64,6 +67,7 @@ export class ConsumerGroupMember<Tx> implements Consumer {
   ) {
     this.count = o.partitions ?? 1;
     this.ttlMs = o.leaseTtlMs ?? DEFAULT_LEASE_TTL_MS;
+    this.gate = o.partitionConcurrency === null ? null : new Gate(o.partitionConcurrency);
     this.member = `${o.owner ?? `${hostname()}:${process.pid}`}/${randomBytes(4).toString('hex')}`;
   }
 
@@ -243,6 +247,8 @@ export class ConsumerGroupMember<Tx> implements Consumer {
       ...this.o,
       targetName: partitionRecordName(this.o.name, index),
       partitions: null,
+      partitionConcurrency: null,
+      batchGate: this.gate,
       filter: { ...this.o.filter, partition: { count: this.count, index } },
       standby: false,
       owner: this.member,

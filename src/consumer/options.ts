@@ -22,6 +22,7 @@ import { compileUpcasters, type Upcasters } from '../core/upcasters.js';
 import { resolveLedgerOptions, type LedgerOptions, type ResolvedRetain } from '../core/ledgerRetention.js';
 import { normalizeGuards, type Guard, type GuardSet } from './guards.js';
 import { upcastingSource } from './upcastingSource.js';
+import type { Gate } from './gate.js';
 import {
   resolveConsumerEffects,
   type ConsumerEffects,
@@ -304,6 +305,15 @@ export interface ConsumerBaseOptions<Tx> {
    */
   partitions?: number;
   /**
+   * With `partitions`: how many of the partitions this member holds run a batch transaction at once
+   * (1-256); the others wait their turn between batches, still holding their leases. Many concurrent
+   * short transactions on a small machine cost CPU per event (context switches between as many
+   * database backends, contention on the same pages); a handler that waits on something else (a
+   * remote call) wants them all concurrent. Not part of the identity: members may differ.
+   * @default every partition held
+   */
+  partitionConcurrency?: number;
+  /**
    * Crypto-shredding: called for each stream in which `store.shred(subject)` erased events, in a
    * target transaction that also deletes the stream's entity version and ledger rows, so that the
    * projection can delete the subject's rows. Runs between batches, within about a second of the
@@ -350,6 +360,7 @@ export const CONSUMER_OPTION_KEYS = {
   upcasters: true,
   ledger: true,
   partitions: true,
+  partitionConcurrency: true,
   onShred: true,
 } as const satisfies KnownKeys<
   ConsumerBaseOptions<unknown> & { filter?: unknown; handle?: unknown; handleBatch?: unknown }
@@ -368,6 +379,10 @@ export interface ResolvedOptions<Tx> {
   targetName: string;
   /** The group's partition count; null for a consumer without partitions. */
   partitions: number | null;
+  /** With `partitions`: the most batch transactions this member's partitions run at once; null for all. */
+  partitionConcurrency: number | null;
+  /** Shared by a group member's partitions: entered around each batch (null: no limit). */
+  batchGate: Gate | null;
   source: ConsumerSource;
   filter: EventFilter;
   target: ConsumerTarget<Tx>;
@@ -551,6 +566,8 @@ export function resolveOptions<Tx, M extends EventMap>(options: ConsumerOptions<
   const filter = normalizeFilter(options.filter as EventFilter | undefined, 'filter');
   if (filter.partition)
     throw new InvalidInputError('filter.partition', 'is set by the runtime: use partitions');
+  if (options.partitionConcurrency !== undefined && options.partitions === undefined)
+    throw new InvalidInputError('partitionConcurrency', 'needs partitions');
   return {
     name,
     targetName: name,
@@ -558,6 +575,11 @@ export function resolveOptions<Tx, M extends EventMap>(options: ConsumerOptions<
       options.partitions === undefined
         ? null
         : boundedInt(options.partitions, 'partitions', 1, MAX_PARTITIONS, 1),
+    partitionConcurrency:
+      options.partitionConcurrency === undefined
+        ? null
+        : boundedInt(options.partitionConcurrency, 'partitionConcurrency', 1, MAX_PARTITIONS, 1),
+    batchGate: null,
     source,
     filter,
     target,

@@ -90,6 +90,22 @@ export function partitionExpression(count: number): string {
 }
 
 /**
+ * The condition `position > after` (and `<= upTo`), written for a partition filter as row comparisons
+ * over its index's columns, `(stream_hash % count, position)`: then the partition index is an index
+ * condition on both, and the primary key, which cannot serve it, is not chosen instead. (Given
+ * `position > after` alone, the planner prefers the primary key's range and filters the partition's
+ * events out of it: 16 partitions read 16 times the rows.)
+ */
+export function positionRange(filter: EventFilter, after: string, upTo?: string): string {
+  if (!filter.partition)
+    return upTo === undefined ? `position > ${after}` : `position > ${after} AND position <= ${upTo}`;
+  const expr = partitionExpression(filter.partition.count);
+  const index = Math.trunc(filter.partition.index);
+  const from = `(${expr}, position) > (${index}, ${after})`;
+  return upTo === undefined ? from : `${from} AND (${expr}, position) <= (${index}, ${upTo})`;
+}
+
+/**
  * SQL for a normalised filter, as a condition over the `events` columns plus its parameters,
  * numbered from `$firstParam`. A category is the part of a stream name before its first `-`, so a
  * category containing `-` matches nothing; a stream prefix matches by `starts_with` (no LIKE

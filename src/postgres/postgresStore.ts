@@ -47,6 +47,7 @@ import {
   filterSql,
   isoText,
   partitionExpression,
+  positionRange,
   tuplesToRecordedEvents,
   type PostgresEventTuple,
 } from './eventRows.js';
@@ -300,7 +301,7 @@ export class PostgresEventStore implements EventStore {
     const q = this.pageQueries.get(key, () => {
       const sql = filterSql(filter, 3);
       const text = `SELECT ${EVENT_TUPLE_COLUMNS}, octet_length(data::text) + octet_length(metadata::text)
-          FROM ${this.s}.events WHERE position > $1 AND ${sql.where} ORDER BY position LIMIT $2`;
+          FROM ${this.s}.events WHERE ${positionRange(filter, '$1')} AND ${sql.where} ORDER BY position LIMIT $2`;
       return {
         // The last column, the events' JSON bytes, bounds a delivered page (`maxBytes`); json is kept
         // as text, so it costs no conversion. The unfiltered read (readAll, every subscription without
@@ -340,7 +341,7 @@ export class PostgresEventStore implements EventStore {
         text: `SELECT e.*, h.position FROM (SELECT position FROM ${this.s}.head WHERE id LIMIT 1) h LEFT JOIN LATERAL (
             SELECT ${EVENT_TUPLE_COLUMNS}, octet_length(data::text) + octet_length(metadata::text) AS bytes
             FROM ${this.s}.events
-            WHERE position > $1 AND position <= least(h.position, $1 + $3) AND ${sql.where}
+            WHERE ${positionRange(filter, '$1', 'least(h.position, $1 + $3)')} AND ${sql.where}
             ORDER BY position LIMIT $2) e ON true`,
         params: sql.params,
       };
@@ -444,7 +445,7 @@ export class PostgresEventStore implements EventStore {
     const rows = await this.query<{ count: number; oldest: string | null }>(
       `SELECT count(*)::int AS count,
         ${isoText('min(recorded_at)')} AS oldest
-        FROM ${this.s}.events WHERE position > $1 AND position <= $2 AND ${sql.where}`,
+        FROM ${this.s}.events WHERE ${positionRange(filter, '$1', '$2')} AND ${sql.where}`,
       [after, upTo, ...sql.params],
     );
     return { count: rows[0]?.count ?? 0, oldest: rows[0]?.oldest ?? null };

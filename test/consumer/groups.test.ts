@@ -40,7 +40,8 @@ function describeConsumerGroups<Tx>(
         target: ConsumerTarget<Tx>;
         member(options?: {
           partitions?: number;
-          handle?: (stream: string, version: number) => void;
+          partitionConcurrency?: number;
+          handle?: (stream: string, version: number) => void | Promise<void>;
           onError?: ErrorPolicy;
         }): Consumer;
         append(streams: string[], perStream: number): Promise<Map<string, number>>;
@@ -67,12 +68,15 @@ function describeConsumerGroups<Tx>(
               source: store,
               target: fx.target,
               partitions: options.partitions ?? PARTITIONS,
+              ...(options.partitionConcurrency !== undefined && {
+                partitionConcurrency: options.partitionConcurrency,
+              }),
               leaseTtlMs: LEASE_TTL_MS,
               reconnect: { initialDelayMs: 5, maxDelayMs: 20 },
               ...(options.onError && { onError: options.onError }),
               handle: async (e, ctx) => {
                 await fx.add(ctx.tx, table, e.stream, (e.data as { amount: number }).amount);
-                options.handle?.(e.stream, e.version);
+                await options.handle?.(e.stream, e.version);
                 handled.push({ stream: e.stream, version: e.version });
               },
             });
@@ -224,6 +228,57 @@ function describeConsumerGroups<Tx>(
         const totals = await g.totals();
         assert.deepEqual(new Map([...totals].map(([s, t]) => [s, t.total])), expected);
         assertInOrderOnce(g.handled, 5);
+      }));
+
+    it('partitionConcurrency: a member runs at most that many batches of its partitions at once', () =>
+      withGroup(async (g) => {
+        const c = randomCategory('acct');
+        const streams = Array.from({ length: 60 }, (_, i) => `${c}-${i}`);
+        // A batch's events are handled one after the other: handlers running at once in one member
+        // are batches of different partitions running at once.
+        const running = [0, 0];
+        const most = [0, 0];
+        const members = [1, 2].map((limit, i) =>
+          g.member({
+            partitionConcurrency: limit,
+            handle: async () => {
+              running[i]!++;
+              most[i] = Math.max(most[i]!, running[i]!);
+              await new Promise((resolve) => setTimeout(resolve, 1));
+              running[i]!--;
+            },
+          }),
+        );
+        for (const m of members) await m.start();
+        await until(
+          () =>
+            members.every((m) => (m.status().partitions?.length ?? 0) > 0) &&
+            members.reduce((n, m) => n + m.status().partitions!.length, 0) === PARTITIONS,
+          { message: 'every partition held, by both members' },
+        );
+        const expected = await g.append(streams, 3);
+        await members[0]!.whenCaughtUp({ timeoutMs: 30_000 });
+        const totals = await g.totals();
+        assert.deepEqual(new Map([...totals].map(([s, t]) => [s, t.total])), expected);
+        assertInOrderOnce(g.handled, 3);
+        assert.ok(most[0]! <= 1, `member 1 ran ${most[0]} batches at once`);
+        assert.ok(most[1]! <= 2, `member 2 ran ${most[1]} batches at once`);
+        for (const m of members) assert.ok(m.metrics().processed > 0, `${m.status().member} processed`);
+        await assert.rejects(
+          async () => g.member({ partitionConcurrency: 0 }).start(),
+          (err: unknown) => (err as { code?: string; field?: string }).code === 'invalid_input',
+        );
+        assert.throws(
+          () =>
+            createConsumer({
+              name: g.name,
+              source: g.store,
+              target: g.target,
+              partitionConcurrency: 1,
+              handle: () => undefined,
+            }),
+          (err: unknown) => (err as { code?: string }).code === 'invalid_input',
+        );
       }));
 
     it('another partition count, or none, under the same name is consumer_identity_conflict', () =>
