@@ -7,6 +7,8 @@ import {
   type PostgresEventStore,
   type PostgresStoreOptions,
 } from '../../src/postgres/index.js';
+import { runPgMigrations } from '../../src/postgres/migrations.js';
+import { STORE_MIGRATIONS } from '../../src/postgres/postgresStore.js';
 import { randomIdentifier } from '../support/names.js';
 import { createTempDatabase, type TempDatabase } from '../support/postgres.js';
 import { requireOrSkip } from '../support/services.js';
@@ -18,7 +20,12 @@ export interface PostgresTestContext {
   db: TempDatabase;
   /** Opens a store (with its own pool) on a new random schema of the file's database. */
   openStore(options?: Omit<PostgresStoreOptions, 'connectionString' | 'pool'>): Promise<PostgresEventStore>;
-  /** The same on the file's shared pool (opens faster; the pool outlives the store). */
+  /**
+   * The same on the file's shared pool (opens faster; the pool outlives the store). Without a
+   * `schema` or `create` option the schema is one migrated in the background while the previous
+   * test ran (by the migrations `openPostgresStore` runs), so a test does not wait for its schema's
+   * DDL; it is still new, empty and used by no other store.
+   */
   openSharedStore(
     options?: Omit<PostgresStoreOptions, 'connectionString' | 'pool'>,
   ): Promise<PostgresEventStore>;
@@ -39,7 +46,18 @@ export async function pgTestContext(): Promise<PostgresTestContext> {
   }
   const db = await createTempDatabase('idem_pg');
   let pool: pg.Pool | undefined;
+  /** The next fresh schema, being migrated (resolves to its name, or to null if that failed). */
+  let next: Promise<string | null> | undefined;
+  const prepare = (shared: pg.Pool): Promise<string | null> => {
+    const schema = randomIdentifier('s');
+    return runPgMigrations({ pool: shared, schema }, STORE_MIGRATIONS).then(
+      () => schema,
+      // The test then migrates a schema itself, and meets the error there if it lasts.
+      () => null,
+    );
+  };
   after(async () => {
+    await next;
     await pool?.end();
     await db.drop();
   });
@@ -48,9 +66,13 @@ export async function pgTestContext(): Promise<PostgresTestContext> {
     db,
     openStore: (options = {}) =>
       openPostgresStore({ connectionString: db.connectionString, schema: randomIdentifier('s'), ...options }),
-    openSharedStore: (options = {}) => {
-      pool ??= new pg.Pool({ connectionString: db.connectionString, max: 8 });
-      return openPostgresStore({ pool, schema: randomIdentifier('s'), ...options });
+    openSharedStore: async (options = {}) => {
+      const shared = (pool ??= new pg.Pool({ connectionString: db.connectionString, max: 8 }));
+      if ('schema' in options || 'create' in options)
+        return openPostgresStore({ pool: shared, schema: randomIdentifier('s'), ...options });
+      const ready = await (next ?? prepare(shared));
+      next = prepare(shared);
+      return openPostgresStore({ pool: shared, schema: ready ?? randomIdentifier('s'), ...options });
     },
   };
 }
