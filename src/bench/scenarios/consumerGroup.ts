@@ -15,13 +15,6 @@ const PARTITIONS = 16;
 const WAIT_BATCH = { size: 50, catchUpSize: 50 };
 /** Events per transaction of the PostgreSQL handler's rows. */
 const PG_BATCH = { size: 500, catchUpSize: 500 };
-/**
- * How many of its partitions each member of the PostgreSQL handler's group runs at once: one batch
- * transaction per member process. Its handler is one round trip to PostgreSQL per event, so the
- * members' parallelism is the machine's: with all 8 of a member's partitions at once, 16 busy
- * backends on a 2-core machine cost far more CPU per event (see docs/consumer-groups.md).
- */
-const PG_PARTITION_CONCURRENCY = 1;
 /** The takeover row's lease TTL (a member that dies loses its partitions once it runs out). */
 const TAKEOVER_TTL_MS = 2_000;
 /**
@@ -295,9 +288,9 @@ async function takeovers(setup: Setup, kills: number): Promise<number[]> {
  * Consumer groups whose members run in separate processes (as deployed), against the same consumer
  * without partitions in one process, PostgreSQL store and target: (a) a handler that waits 1 ms per
  * event (a simulated remote call, the case groups exist for), 16 partitions and 4 members; (b) a
- * per-event PostgreSQL upsert through `ctx.tx`, 16 partitions and 2 members running one batch at a
- * time each (`partitionConcurrency: 1`); (c) the takeover of a
- * SIGKILLed member's partitions against the lease TTL plus one batch.
+ * per-event PostgreSQL upsert through `ctx.tx`, 16 partitions and 2 members, each running its
+ * partitions concurrently; (c) the takeover of a SIGKILLed member's partitions against the lease TTL
+ * plus one batch.
  */
 export const consumerGroup: Scenario = {
   name: NAME,
@@ -379,12 +372,7 @@ export const consumerGroup: Scenario = {
       ctx.log(`${NAME}: PostgreSQL handler, 16 partitions, 2 member processes`);
       const pgTwo = await timeMembers(
         pgSetup,
-        {
-          ...upsert,
-          name: 'upsert_group_v1',
-          partitions: PARTITIONS,
-          partitionConcurrency: PG_PARTITION_CONCURRENCY,
-        },
+        { ...upsert, name: 'upsert_group_v1', partitions: PARTITIONS },
         2,
       );
       const pgPlainRow = baselineRow(
@@ -396,7 +384,7 @@ export const consumerGroup: Scenario = {
         pgPlainRow,
         row({
           scenario: NAME,
-          shape: `PostgreSQL handler: 16 partitions, 2 member processes (partitionConcurrency ${PG_PARTITION_CONCURRENCY})`,
+          shape: 'PostgreSQL handler: 16 partitions, 2 member processes (partitions concurrent)',
           measured: pgTwo,
           against: pgPlainRow,
           extra: { settledSeconds: round(pgTwo.settledSeconds, 2) },
