@@ -1,7 +1,8 @@
 /**
- * The remote store's appends: those made while the client is busy go together in one
- * `POST /v1/appends` request, each with its own result or error, so that concurrent callers cost
- * the server one request (and share one group commit) instead of one request each.
+ * The remote store's appends: those made while the client is busy go together in one frame on the
+ * append WebSocket (`/v1/appends/ws`), or in one `POST /v1/appends` request when the server does not
+ * offer the socket, each with its own result or error, so that concurrent callers cost the server one
+ * message (and share one group commit) instead of one each.
  */
 import type { AppendResult } from '../core/event.js';
 import { IdemError } from '../core/errors.js';
@@ -9,12 +10,14 @@ import type { ExpectedVersion } from '../core/expectedVersion.js';
 import { MAX_APPENDS_PER_REQUEST } from '../core/limits.js';
 import { MicrotaskPump } from '../core/microtaskPump.js';
 import type { PreparedEvent } from '../core/validation.js';
+import type { AppendSocketLink } from './appendSocketLink.js';
+import { AppendSocketLost, NoAppendSocket, type Outcome } from './appendSocket.js';
 import { errorFromWire } from './errorFromWire.js';
-import type { HttpApi } from './httpApi.js';
+import { delay, type HttpApi } from './httpApi.js';
 
 /**
- * Append requests out at once. Appends made while this many are out wait, and go together in the
- * next one: the server's store commits one group at a time, so more requests would only queue there.
+ * Append requests (or frames) out at once. Appends made while this many are out wait, and go together
+ * in the next one: the server's store commits one group at a time, so more would only queue there.
  */
 const MAX_IN_FLIGHT = 2;
 /**
@@ -22,6 +25,9 @@ const MAX_IN_FLIGHT = 2;
  * server's default body limit of 8 MiB); an append larger than this goes alone.
  */
 const MAX_BATCH_CHARS = 1024 * 1024;
+
+/** Bytes of an append frame around its entries (`{"type":"appends","req":…,"appends":[…]}`), and some. */
+const FRAME_OVERHEAD = 64;
 
 interface Queued {
   stream: string;
@@ -31,8 +37,6 @@ interface Queued {
   reject: (err: unknown) => void;
 }
 
-type Outcome = AppendResult | { error: unknown };
-
 export class AppendCoalescer {
   private queue: Queued[] = [];
   private inFlight = 0;
@@ -41,7 +45,16 @@ export class AppendCoalescer {
   /** False once the server answered that it has no `POST /v1/appends` (an older one): appends then go alone. */
   private batchRoute = true;
 
-  constructor(private readonly http: HttpApi) {}
+  /** `socket`: the append WebSocket, or null to send every append over HTTP. */
+  constructor(
+    private readonly http: HttpApi,
+    private readonly socket: AppendSocketLink | null,
+  ) {}
+
+  /** Closes the append socket, if one is open. */
+  close(): void {
+    this.socket?.close();
+  }
 
   /** `events` are validated, with ids assigned and their JSON texts made (`prepareAppend`). */
   append(
@@ -80,6 +93,7 @@ export class AppendCoalescer {
   }
 
   private async send(batch: Queued[]): Promise<void> {
+    if (this.socket?.offered && (await this.sendOverSocket(batch))) return;
     if (batch.length === 1 || !this.batchRoute) {
       await Promise.all(batch.map((q) => this.sendAlone(q)));
       return;
@@ -98,21 +112,58 @@ export class AppendCoalescer {
       await Promise.all(batch.map((q) => this.sendAlone(q)));
       return;
     }
-    batch.forEach((q, i) => {
-      const o = outcomes[i]!;
-      if (typeof o !== 'object' || o === null)
-        q.reject(new IdemError('internal', 'the server answered no result'));
-      else if ('error' in o) q.reject(errorFromWire(o.error));
-      else q.resolve(o);
-    });
+    settle(batch, outcomes);
+  }
+
+  /**
+   * Sends the batch as one frame on the append socket, again on a new socket after a network failure
+   * (as an HTTP append is retried: every event carries its id, so an append already written answers
+   * as a duplicate), and settles every append. False when the batch must go over HTTP instead: the
+   * server offers no socket, or the frame is larger than it reads.
+   */
+  private async sendOverSocket(batch: Queued[]): Promise<boolean> {
+    const entries = entriesJson(batch);
+    /** A frame of this batch went out on a socket that was then lost: it may have been written. */
+    let sent = false;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const socket = await this.socket!.get();
+        // Counted in characters first (at most 3 bytes each): the bytes only for a large frame.
+        const tooLarge =
+          entries.length * 3 + FRAME_OVERHEAD > socket.maxMessageBytes &&
+          Buffer.byteLength(entries) + FRAME_OVERHEAD > socket.maxMessageBytes;
+        if (tooLarge || batch.length > socket.maxAppends) return false;
+        settle(batch, await socket.request(entries, batch.length));
+        return true;
+      } catch (err) {
+        if (err instanceof NoAppendSocket) return false;
+        if (err instanceof AppendSocketLost) {
+          sent ||= err.sent;
+          if (attempt < this.http.attempts) {
+            await delay(100 * 3 ** (attempt - 1));
+            continue;
+          }
+          const e = new IdemError(
+            'unavailable',
+            sent
+              ? `${err.message}: the appends may or may not have been written; sending them again is safe (their events carry ids)`
+              : `${err.message}: the appends were not sent`,
+            { url: this.socket!.url },
+            { cause: err },
+          );
+          for (const q of batch) q.reject(e);
+          return true;
+        }
+        for (const q of batch) q.reject(err);
+        return true;
+      }
+    }
   }
 
   private async sendTogether(batch: readonly Queued[]): Promise<Outcome[]> {
-    // Each entry is its append's body with the stream put first: no second serialisation of the events.
-    const entries = batch.map((q) => `{"stream":${JSON.stringify(q.stream)},${q.body.slice(1)}`);
     // Safe to repeat: every event carries its id, so an append already written answers as a duplicate.
     const r = await this.http.request<{ results?: unknown }>('POST', '/v1/appends', {
-      json: `{"appends":[${entries.join(',')}]}`,
+      json: `{"appends":[${entriesJson(batch)}]}`,
       retry: true,
     });
     const results = r?.results;
@@ -137,6 +188,31 @@ export class AppendCoalescer {
       q.reject(err);
     }
   }
+}
+
+/** The outcomes, in the batch's order, to each caller. */
+function settle(batch: readonly Queued[], outcomes: readonly Outcome[]): void {
+  batch.forEach((q, i) => {
+    const o = outcomes[i];
+    if (typeof o !== 'object' || o === null)
+      q.reject(new IdemError('internal', 'the server answered no result'));
+    else if ('error' in o) q.reject(errorFromWire(o.error));
+    else q.resolve(o);
+  });
+}
+
+/**
+ * The appends as entries of `POST /v1/appends` (and of an append frame), joined by commas: each its
+ * append's body with the stream put first, so the events are not serialised a second time.
+ */
+function entriesJson(batch: readonly Queued[]): string {
+  let json = '';
+  for (let i = 0; i < batch.length; i++) {
+    const q = batch[i]!;
+    if (i > 0) json += ',';
+    json += `{"stream":${JSON.stringify(q.stream)},${q.body.slice(1)}`;
+  }
+  return json;
 }
 
 /**

@@ -1,4 +1,5 @@
 /** `connect(url, { token })`: an `EventStore` that talks to an idem server. */
+import { InvalidInputError } from '../core/errors.js';
 import { checkKnownKeys, type KnownKeys } from '../core/knownKeys.js';
 import type { Upcasters } from '../core/upcasters.js';
 import { RemoteEventStore } from './remoteStore.js';
@@ -12,6 +13,12 @@ export interface ConnectOptions {
   timeoutMs?: number;
   /** Applied by this client to every event it reads (streams, `readAll`, subscriptions); see `Upcasters`. */
   upcasters?: Upcasters;
+  /**
+   * Send appends over a WebSocket this client keeps open (`/v1/appends/ws`), opened on the first
+   * append; `false` sends each group of appends as an HTTP request. A server without the socket gets
+   * HTTP requests either way. @default true
+   */
+  appendSocket?: boolean;
 }
 
 const CONNECT_OPTION_KEYS = {
@@ -19,6 +26,7 @@ const CONNECT_OPTION_KEYS = {
   attempts: true,
   timeoutMs: true,
   upcasters: true,
+  appendSocket: true,
 } as const satisfies KnownKeys<ConnectOptions>;
 
 /**
@@ -31,5 +39,7 @@ export function connect(url: string, options: ConnectOptions = {}): RemoteEventS
   if (options.token !== undefined) http.token = options.token;
   if (options.attempts !== undefined) http.attempts = options.attempts;
   if (options.timeoutMs !== undefined) http.timeoutMs = options.timeoutMs;
-  return new RemoteEventStore(url, http, options.upcasters);
+  if (options.appendSocket !== undefined && typeof options.appendSocket !== 'boolean')
+    throw new InvalidInputError('options.appendSocket', 'must be a boolean');
+  return new RemoteEventStore(url, http, options.upcasters, options.appendSocket ?? true);
 }

@@ -32,8 +32,10 @@ interface RawResponse {
 export class HttpApi {
   readonly baseUrl: string;
   private readonly token: string | undefined;
-  private readonly attempts: number;
-  private readonly timeoutMs: number;
+  /** Attempts for requests that are safe to repeat. */
+  readonly attempts: number;
+  /** Per-request timeout in milliseconds. */
+  readonly timeoutMs: number;
   private readonly agent: http.Agent;
   private readonly transport: typeof http | typeof https;
 
@@ -163,6 +165,6 @@ function describe(err: unknown): string {
   return e.code ?? e.message ?? String(err);
 }
 
-function delay(ms: number): Promise<void> {
+export function delay(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }

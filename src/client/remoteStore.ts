@@ -45,6 +45,7 @@ import {
 } from '../core/validation.js';
 import { compileUpcasters, type UpcastEvents, type Upcasters } from '../core/upcasters.js';
 import { AppendCoalescer } from './appendCoalescer.js';
+import { AppendSocketLink } from './appendSocketLink.js';
 import { HttpApi, type HttpApiOptions } from './httpApi.js';
 import { openRemoteSubscription, type RemoteSubscription } from './remoteSubscription.js';
 import { eventCount, traceAppend } from '../core/tracing.js';
@@ -67,14 +68,18 @@ export class RemoteEventStore implements EventStore {
   readonly consumers: ConsumerAdmin;
   readonly deadLetters: DeadLetterAdmin;
 
-  constructor(url: string, options: HttpApiOptions = {}, upcasters?: Upcasters) {
+  /** `appendSocket`: send appends over the append WebSocket when the server offers it. */
+  constructor(url: string, options: HttpApiOptions = {}, upcasters?: Upcasters, appendSocket = true) {
     const base = new URL(url);
     if (base.protocol !== 'http:' && base.protocol !== 'https:') {
       throw new TypeError(`idem server URL must be http: or https: (got ${base.protocol})`);
     }
     this.url = base.href.replace(/\/+$/, '');
     this.http = new HttpApi(this.url, options);
-    this.appends = new AppendCoalescer(this.http);
+    const socket = appendSocket
+      ? new AppendSocketLink(this.url, this.http.authHeaders, this.http.timeoutMs)
+      : null;
+    this.appends = new AppendCoalescer(this.http, socket);
     this.upcast = compileUpcasters(upcasters);
     this.wsUrl = `${this.url.replace(/^http/, 'ws')}/v1/subscribe`;
     this.consumers = this.consumerAdmin();
@@ -215,6 +220,7 @@ export class RemoteEventStore implements EventStore {
   /** Closes this client's subscriptions (releasing their leases); the server and its store stay up. Safe to call twice. */
   async close(): Promise<void> {
     this.closed = true;
+    this.appends.close();
     await Promise.all([...this.subscriptions].map((s) => s.close()));
   }
 

@@ -21,6 +21,8 @@ import { registerOpsRoutes } from './routes/opsRoutes.js';
 import { registerStreamRoutes } from './routes/streamRoutes.js';
 import type { MigrationStatus } from './storeHealth.js';
 import { SubscriptionConnection } from './subscriptionConnection.js';
+import { AppendConnection } from './appendConnection.js';
+import { APPEND_SOCKET_PATH } from '../core/appendProtocol.js';
 import { ANONYMOUS, TokenRegistry, type TokenConfig } from './tokens.js';
 
 export interface ServerOptions {
@@ -130,6 +132,7 @@ export async function createServer(options: ServerOptions): Promise<IdemServer> 
   const heartbeatMs = options.heartbeatMs ?? 3000;
   const silenceMs = options.silenceMs ?? 10_000;
   const connections = new Set<SubscriptionConnection>();
+  const appendConnections = new Set<AppendConnection>();
   let closing: Promise<void> | null = null;
 
   const app = Fastify({
@@ -245,7 +248,8 @@ export async function createServer(options: ServerOptions): Promise<IdemServer> 
   });
 
   await app.register(websocket, {
-    options: { maxPayload: limits.maxMessageBytes },
+    // The larger of the two sockets' bounds; each connection applies its own.
+    options: { maxPayload: Math.max(limits.maxMessageBytes, limits.maxBodyBytes) },
     errorHandler: (_err, socket) => socket.terminate(),
   });
 
@@ -269,6 +273,7 @@ export async function createServer(options: ServerOptions): Promise<IdemServer> 
           store,
           metrics,
           maxSubscriptions: limits.maxSubscriptionsPerConnection,
+          maxMessageBytes: limits.maxMessageBytes,
           maxSendBufferBytes: limits.maxSendBufferBytes,
           heartbeatMs,
           silenceMs,
@@ -278,6 +283,32 @@ export async function createServer(options: ServerOptions): Promise<IdemServer> 
       );
       connections.add(conn);
       void conn.done.then(() => connections.delete(conn));
+    },
+  });
+
+  app.route({
+    method: 'GET',
+    url: APPEND_SOCKET_PATH,
+    config: { scope: 'append' },
+    handler: async (_req, reply) =>
+      reply.code(400).send(
+        errorBody(
+          new IdemError('invalid_input', `upgrade: ${APPEND_SOCKET_PATH} needs a WebSocket upgrade`, {
+            field: 'upgrade',
+          }),
+        ),
+      ),
+    wsHandler: (socket, req) => {
+      const conn = new AppendConnection(socket, req.principal, {
+        store,
+        limits,
+        metrics,
+        heartbeatMs,
+        silenceMs,
+        logError: (err, msg) => req.log.error({ err }, msg),
+      });
+      appendConnections.add(conn);
+      void conn.done.then(() => appendConnections.delete(conn));
     },
   });
 
@@ -293,7 +324,10 @@ export async function createServer(options: ServerOptions): Promise<IdemServer> 
     metrics,
     close() {
       closing ??= (async () => {
-        await Promise.all([...connections].map((c) => c.shutdown()));
+        await Promise.all([
+          ...[...connections].map((c) => c.shutdown()),
+          ...[...appendConnections].map((c) => c.shutdown()),
+        ]);
         await lagHistory.stop();
         await app.close();
         if (options.closeStore) await store.close();

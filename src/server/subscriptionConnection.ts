@@ -29,6 +29,8 @@ export interface ConnectionContext {
   store: EventStore;
   metrics: ServerMetrics;
   maxSubscriptions: number;
+  /** Largest frame from the client, in bytes; a larger one closes the connection (1009). */
+  maxMessageBytes: number;
   /** Bytes queued for the client, beyond the event frames in flight, at which the connection is closed (1008). */
   maxSendBufferBytes: number;
   heartbeatMs: number;
@@ -132,6 +134,11 @@ export class SubscriptionConnection {
   private onMessage(data: RawData, isBinary: boolean): void {
     this.lastSeen = Date.now();
     if (this.closed || this.stopping || this.socket.readyState !== this.socket.OPEN) return;
+    // The WebSocket server's own bound is the larger one of the append socket's.
+    if (byteLength(data) > this.ctx.maxMessageBytes) {
+      this.socket.close(1009, `message too big: at most ${this.ctx.maxMessageBytes} bytes`);
+      return;
+    }
     let raw: unknown;
     try {
       if (isBinary) throw new InvalidInputError('message', 'must be a text frame holding JSON');
@@ -444,6 +451,11 @@ export class SubscriptionConnection {
     this.socket.close(1008, 'send buffer limit: the client does not read its messages');
     setTimeout(() => this.socket.terminate(), this.ctx.silenceMs).unref();
   }
+}
+
+function byteLength(data: RawData): number {
+  if (Array.isArray(data)) return data.reduce((n, b) => n + b.length, 0);
+  return data.byteLength;
 }
 
 function rawText(data: RawData): string {

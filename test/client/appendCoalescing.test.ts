@@ -19,10 +19,10 @@ async function requests(f: ServerFixture, route: string): Promise<number> {
 
 const APPEND_ROUTE = '/v1/streams/:stream/events';
 
-describe('remote store: concurrent appends', () => {
+describe('remote store: concurrent appends over HTTP', () => {
   it('appends made together travel in one request, each with its own outcome', () =>
     withServer({ storeLimits: { maxEventBytes: 1000 } }, async (f) => {
-      const remote = connect(f.url);
+      const remote = connect(f.url, { appendSocket: false });
       try {
         const [a, b] = [randomStream(), randomStream()];
         const id = randomUUID();
@@ -57,7 +57,7 @@ describe('remote store: concurrent appends', () => {
 
   it('a lone append uses the single-append route', () =>
     withServer({}, async (f) => {
-      const remote = connect(f.url);
+      const remote = connect(f.url, { appendSocket: false });
       try {
         const before = await requests(f, APPEND_ROUTE);
         const r = await remote.append(randomStream(), [{ type: 'a', data: 1 }]);
@@ -81,7 +81,8 @@ describe('remote store: concurrent appends', () => {
           results.map((r) => r.version),
           streams.map(() => 1),
         );
-        // The shared request was refused as a whole (413), then each append went alone.
+        // Too large for one frame on the append socket, and refused as a whole over HTTP (413):
+        // then each append went alone.
         assert.equal(await requests(f, '/v1/appends'), 1);
         assert.equal(await requests(f, APPEND_ROUTE), 8);
         for (const s of streams) assert.equal(await f.store.streamVersion(s), 1);

@@ -199,6 +199,21 @@ describe('WebSocket /v1/subscribe', () => {
       }
     }));
 
+  it('a frame larger than maxMessageBytes closes the connection with 1009', () =>
+    withServer({ limits: { maxMessageBytes: 1000 } }, async (f) => {
+      const peer = await WsPeer.open(f.url);
+      try {
+        peer.send({ type: 'ping', req: 'x'.repeat(90) });
+        await peer.waitFor((m) => m.type === 'pong', 'pong');
+        peer.send({ type: 'ping', req: 'x'.repeat(2000) });
+        await until(() => peer.closeCode !== null, { message: 'close' });
+        assert.equal(peer.closeCode, 1009);
+        assert.equal(peer.closeReason, 'message too big: at most 1000 bytes');
+      } finally {
+        await peer.close();
+      }
+    }));
+
   it('every reply names its request; a request without req is refused and changes nothing', () =>
     withServer({}, async ({ url, store }) => {
       const cat = randomCategory();

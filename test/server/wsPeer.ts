@@ -7,14 +7,22 @@ export type Msg = Record<string, unknown> & { type: string };
 export class WsPeer {
   readonly messages: Msg[] = [];
   closeCode: number | null = null;
+  closeReason = '';
   private constructor(readonly socket: WebSocket) {
     socket.on('message', (data: Buffer) => this.messages.push(JSON.parse(data.toString('utf8')) as Msg));
-    socket.on('close', (code) => (this.closeCode = code));
+    socket.on('close', (code, reason) => {
+      this.closeCode = code;
+      this.closeReason = reason.toString('utf8');
+    });
     socket.on('error', () => undefined);
   }
 
-  static open(url: string, options: { token?: string; autoPong?: boolean } = {}): Promise<WsPeer> {
-    const socket = new WebSocket(`${url.replace(/^http/, 'ws')}/v1/subscribe`, {
+  /** `path`: the WebSocket route. @default '/v1/subscribe' */
+  static open(
+    url: string,
+    options: { token?: string; autoPong?: boolean; path?: string } = {},
+  ): Promise<WsPeer> {
+    const socket = new WebSocket(`${url.replace(/^http/, 'ws')}${options.path ?? '/v1/subscribe'}`, {
       headers: options.token ? { authorization: `Bearer ${options.token}` } : {},
       autoPong: options.autoPong ?? true,
     });

@@ -2,21 +2,19 @@
 import { MAX_PARTITIONS } from '../../core/streamHash.js';
 import { MAX_SHREDS_LIMIT } from '../../core/limits.js';
 import type { FastifyInstance } from 'fastify';
-import type { AppendResult, NewEvent, RecordedEvent } from '../../core/event.js';
-import type { WireError } from '../../core/protocol.js';
-import type { AppendOptions, ReadStreamOptions } from '../../core/eventStore.js';
+import type { RecordedEvent } from '../../core/event.js';
+import type { ReadStreamOptions } from '../../core/eventStore.js';
 import type { EventFilter } from '../../core/filter.js';
 import { normalizeFilter } from '../../core/filter.js';
 import { parseHistoryTime } from '../../core/history.js';
-import { prepareAppend, validateStreamName } from '../../core/validation.js';
+import { validateStreamName } from '../../core/validation.js';
 import { validateSubject } from '../../core/encryption.js';
 import { IdemError, InvalidInputError } from '../../core/errors.js';
-import { errorFor, filterWithin, requireFilterWithin, requireStream } from '../access.js';
-import { toIdemError, wireError } from '../httpErrors.js';
+import { filterWithin, requireFilterWithin, requireStream } from '../access.js';
+import { appendChecked, appendEach } from '../appendBatch.js';
 import type { RouteContext } from '../context.js';
 import {
   appendBodySchema,
-  appendItemSchema,
   appendsBodySchema,
   checkQueryKeys,
   intQuery,
@@ -27,21 +25,7 @@ import {
 type StreamParams = { Params: { stream: string } };
 
 export function registerStreamRoutes(app: FastifyInstance, ctx: RouteContext): void {
-  const { store, limits, metrics } = ctx;
-
-  /** An append whose stream the token may write: checked against the server's limits, then written. */
-  const appendChecked = async (
-    stream: string,
-    body: { events: unknown[]; expectedVersion?: AppendOptions['expectedVersion'] },
-  ): Promise<AppendResult> => {
-    // Checked here against the server's own limits too, before the store sees anything.
-    prepareAppend(stream, body.events, limits);
-    const options: AppendOptions = {};
-    if (body.expectedVersion !== undefined) options.expectedVersion = body.expectedVersion;
-    const result = await store.append(stream, body.events as NewEvent[], options);
-    metrics.appended(result);
-    return result;
-  };
+  const { store, limits } = ctx;
 
   app.post<StreamParams>(
     '/v1/streams/:stream/events',
@@ -50,7 +34,7 @@ export function registerStreamRoutes(app: FastifyInstance, ctx: RouteContext): v
       const stream = validateStreamName(req.params.stream);
       requireStream(req.principal, stream);
       const body = parseWith(appendBodySchema, req.body, '');
-      const result = await appendChecked(stream, body);
+      const result = await appendChecked(ctx, stream, body);
       return reply.code(result.duplicate ? 200 : 201).send(result);
     },
   );
@@ -60,23 +44,11 @@ export function registerStreamRoutes(app: FastifyInstance, ctx: RouteContext): v
   // same turn of the event loop, so they share its group commit.
   app.post('/v1/appends', { config: { scope: 'append' } }, async (req) => {
     const { appends } = parseWith(appendsBodySchema, req.body, '');
-    const principal = req.principal;
-    const one = async (raw: unknown): Promise<AppendResult | { error: WireError }> => {
-      try {
-        const item = parseWith(appendItemSchema, raw, '', 'append');
-        const stream = validateStreamName(item.stream);
-        requireStream(principal, stream);
-        return await appendChecked(stream, item);
-      } catch (err) {
-        const e = toIdemError(err, limits.maxBodyBytes);
-        if (e === null) {
-          req.log.error({ err }, 'append failed');
-          return { error: wireError(new IdemError('internal', 'internal server error')) };
-        }
-        return { error: wireError(errorFor(principal, e)) };
-      }
+    return {
+      results: await appendEach(ctx, req.principal, appends, (err) =>
+        req.log.error({ err }, 'append failed'),
+      ),
     };
-    return { results: await Promise.all(appends.map(one)) };
   });
 
   app.get<StreamParams>('/v1/streams/:stream/events', { config: { scope: 'read' } }, async (req) => {
