@@ -67,6 +67,7 @@ export class AppendConnection {
     this.heartbeat = setInterval(() => socket.ping(), ctx.heartbeatMs);
     this.heartbeat.unref();
     this.silenceTimer = this.armSilenceTimer(ctx.silenceMs);
+    ctx.metrics.wsAppendConnections.inc();
     this.send({
       type: 'hello',
       protocol: 1,
@@ -137,9 +138,11 @@ export class AppendConnection {
       }
       appends = parseWith(appendsFrameSchema, raw, '', 'message').appends;
     } catch (err) {
+      this.ctx.metrics.wsAppendFrames.inc({ outcome: 'error' });
       this.send({ type: 'error', req, error: wireError(err as IdemError) });
       return;
     }
+    this.ctx.metrics.wsAppendFrames.inc({ outcome: 'results' });
     this.inFlight++;
     // Reading stops while this many frames wait for their replies: a client that sends and never
     // reads is held back by TCP instead of making the server queue its appends and replies.
@@ -175,12 +178,14 @@ export class AppendConnection {
   }
 
   private closeWith(code: number, reason: string): void {
+    this.ctx.metrics.wsAppendFrames.inc({ outcome: 'closed' });
     this.socket.close(code, reason.slice(0, MAX_REASON_CHARS));
     // A peer that does not answer the close frame is dropped after the silence time.
     setTimeout(() => this.socket.terminate(), this.ctx.silenceMs).unref();
   }
 
   private onClosed(): void {
+    if (!this.closed) this.ctx.metrics.wsAppendConnections.dec();
     this.closed = true;
     clearInterval(this.heartbeat);
     clearTimeout(this.silenceTimer);

@@ -110,6 +110,17 @@ export class ServerMetrics {
     help: 'Acknowledgements received from WebSocket subscribers',
     registers: [this.registry],
   });
+  readonly wsAppendConnections = new Gauge({
+    name: 'idem_ws_append_connections',
+    help: 'Open WebSocket connections on /v1/appends/ws',
+    registers: [this.registry],
+  });
+  readonly wsAppendFrames = new Counter({
+    name: 'idem_ws_append_frames_total',
+    help: 'Frames received on /v1/appends/ws, by outcome (results: answered append by append; error: refused whole; closed: closed the connection)',
+    labelNames: ['outcome'] as const,
+    registers: [this.registry],
+  });
   readonly httpRequests = new Counter({
     name: 'idem_http_requests_total',
     help: 'HTTP requests served, by route and status code',

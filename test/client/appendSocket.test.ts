@@ -35,6 +35,15 @@ function countFrames(server: RunningServer): { frames: number; sockets: number }
   return seen;
 }
 
+/** `idem_ws_append_frames_total` by outcome, and `idem_ws_append_connections`. */
+async function frameMetrics(f: ServerFixture): Promise<{ frames: Record<string, number>; open: number }> {
+  const frames: Record<string, number> = {};
+  for (const v of (await f.server.metrics.wsAppendFrames.get()).values)
+    frames[String(v.labels.outcome)] = v.value;
+  const open = (await f.server.metrics.wsAppendConnections.get()).values[0]?.value ?? 0;
+  return { frames, open };
+}
+
 /** Requests the server answered on `route`, whatever their status. */
 async function requests(f: ServerFixture, route: string): Promise<number> {
   const { values } = await f.server.metrics.httpRequests.get();
@@ -153,10 +162,14 @@ describe('remote store: appends over the append socket', () => {
           ],
         );
         assert.equal(await f.store.streamVersion(append.stream), 0, 'a refused frame writes nothing');
+        peer.send({ type: 'appends', req: 4, appends: [append] });
+        await peer.waitFor((m) => m.type === 'results' && m.req === 4, 'results 4');
+        assert.deepEqual(await frameMetrics(f), { frames: { error: 3, results: 1 }, open: 1 });
         peer.socket.send('{"type":"appends","appends":[]}');
         await peer.waitFor(() => peer.closeCode !== null, 'close');
         assert.equal(peer.closeCode, 1008);
         assert.match(peer.closeReason, /^invalid_input: req: /);
+        assert.deepEqual((await frameMetrics(f)).frames, { error: 3, results: 1, closed: 1 });
       } finally {
         await peer.close();
       }
