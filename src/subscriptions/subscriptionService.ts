@@ -6,6 +6,7 @@ import {
 } from '../core/errors.js';
 import type { ConsumerAdmin, DeadLetterAdmin, SubscribeOptions, Subscription } from '../core/subscription.js';
 import { partitionRecordName } from '../core/consumerGroups.js';
+import { filterKey } from '../core/filter.js';
 import { EngineConsumerAdmin } from './consumerAdmin.js';
 import { checkGroupIdentity } from './groupRecords.js';
 import { EngineDeadLetterAdmin } from './deadLetterAdmin.js';
@@ -37,6 +38,8 @@ export class SubscriptionService {
   private readonly active = new Set<DurableSubscription>();
   /** Wakes standbys waiting for a lease released in this process. */
   private readonly released = new Wakeup();
+  /** Group registrations under way (see `registerPartitions`), by group, definition and start. */
+  private readonly registering = new Map<string, Promise<void>>();
   private unhook: (() => void) | undefined;
   private hooked = false;
   private readonly tail: SharedTail | null;
@@ -149,9 +152,22 @@ export class SubscriptionService {
    * Registers every partition of the group at the same start, so that the group's listing shows all
    * of them (with their lag) from the first member on. Registering an existing one changes nothing.
    * Partition 0 goes last: the group is seen (`groupPartitions`) once it exists, so members starting
-   * together never see a group with only some of its partitions.
+   * together never see a group with only some of its partitions. The partitions of one definition
+   * subscribing at once here (a member starting) share one registration, instead of each
+   * registering all of them.
    */
-  private async registerPartitions(group: string, o: ResolvedSubscribeOptions): Promise<void> {
+  private registerPartitions(group: string, o: ResolvedSubscribeOptions): Promise<void> {
+    const count = o.filter.partition!.count;
+    const key = JSON.stringify([group, filterKey({ ...o.filter, partition: { count, index: 0 } }), o.from]);
+    let done = this.registering.get(key);
+    if (!done) {
+      done = this.registerAll(group, o).finally(() => this.registering.delete(key));
+      this.registering.set(key, done);
+    }
+    return done;
+  }
+
+  private async registerAll(group: string, o: ResolvedSubscribeOptions): Promise<void> {
     const count = o.filter.partition!.count;
     if (await this.backend.get(partitionRecordName(group, 0))) return;
     for (let index = count - 1; index >= 0; index--) {
