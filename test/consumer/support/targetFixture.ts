@@ -85,7 +85,12 @@ export const makeSqliteFixture: MakeTargetFixture<Database.Database> = () => {
  * own schema for the target's tables and the output table, dropped at its cleanup. Call `close()` once
  * at the end (it drops the database).
  */
-export function postgresFixtures(): { make: MakeTargetFixture<pg.PoolClient>; close(): Promise<void> } {
+export function postgresFixtures(): {
+  make: MakeTargetFixture<pg.PoolClient>;
+  /** The shared database's connection string, for a test that opens its own pools on a schema of its own. */
+  connectionString(): Promise<string>;
+  close(): Promise<void>;
+} {
   let shared: Promise<{ db: TempDatabase; pool: pg.Pool }> | null = null;
   const open = (): Promise<{ db: TempDatabase; pool: pg.Pool }> =>
     (shared ??= createTempDatabase('idem_consumer').then((db) => ({
@@ -138,6 +143,7 @@ export function postgresFixtures(): { make: MakeTargetFixture<pg.PoolClient>; cl
   };
   return {
     make,
+    connectionString: async () => (await open()).db.connectionString,
     close: async () => {
       if (!shared) return;
       const { db, pool } = await shared;
