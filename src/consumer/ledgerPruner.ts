@@ -12,7 +12,23 @@ import type { ResolvedOptions } from './options.js';
 
 /** A prune runs once this many events were handled since the last one (or after `PRUNE_IDLE_MS`). */
 export const PRUNE_EVERY_EVENTS = 5000;
-/** A consumer that handled fewer events than `PRUNE_EVERY_EVENTS` still prunes after this long. */
+/** `PRUNE_EVERY_EVENTS`, or a smaller count a test set with `pruneEveryEventsForTests`. */
+let pruneEveryEvents = PRUNE_EVERY_EVENTS;
+
+/**
+ * For tests: consumers prune every `events` handled events instead of every `PRUNE_EVERY_EVENTS`,
+ * so that a suite exercises several prunes without handling tens of thousands of events. Returns a
+ * function that restores the default.
+ */
+export function pruneEveryEventsForTests(events: number): () => void {
+  if (!Number.isInteger(events) || events < 1)
+    throw new InvalidInputError('events', 'must be an integer >= 1');
+  pruneEveryEvents = events;
+  return () => {
+    pruneEveryEvents = PRUNE_EVERY_EVENTS;
+  };
+}
+/** A consumer that handled fewer events than that still prunes after this long. */
 const PRUNE_IDLE_MS = 30_000;
 /** Most (recorded-at, position) marks kept for `retain: { age }`; older ones are thinned out. */
 const MAX_AGE_MARKS = 4096;
@@ -107,7 +123,7 @@ export class LedgerPruner<Tx> {
       await this.report(this.unreported);
     this.handled += handled;
     if (retain.kind === 'age') this.mark(lastRecordedMs, position);
-    if (this.handled < PRUNE_EVERY_EVENTS && (this.handled === 0 || now - this.lastPruneMs < PRUNE_IDLE_MS))
+    if (this.handled < pruneEveryEvents && (this.handled === 0 || now - this.lastPruneMs < PRUNE_IDLE_MS))
       return;
     this.handled = 0;
     this.lastPruneMs = now;

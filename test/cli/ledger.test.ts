@@ -1,15 +1,24 @@
 import assert from 'node:assert/strict';
 import { copyFileSync } from 'node:fs';
-import { describe, it } from 'node:test';
+import { after, before, describe, it } from 'node:test';
 import { createConsumer } from '../../src/consumer/consumer.js';
-import { PRUNE_EVERY_EVENTS } from '../../src/consumer/ledgerPruner.js';
+import { pruneEveryEventsForTests } from '../../src/consumer/ledgerPruner.js';
 import type { EventStore } from '../../src/core/eventStore.js';
 import { openSqliteStore } from '../../src/sqlite/index.js';
 import { sqliteTarget } from '../../src/sqlite/target.js';
 import { randomConsumer, randomStream, tempDir } from '../support/index.js';
 import { idem, json } from './cli.js';
 
+/** The consumers here prune every `EVERY` handled events, a tenth of `PRUNE_EVERY_EVENTS`. */
+const EVERY = 500;
+
 describe('idem consumer prune-ledger', () => {
+  let restore: () => void = () => undefined;
+  before(() => {
+    restore = pruneEveryEventsForTests(EVERY);
+  });
+  after(() => restore());
+
   it('prunes what the checkpoint covers, keeps --keep events, and the store then refuses a reset below the horizon', async () => {
     const dir = tempDir();
     try {
@@ -89,21 +98,21 @@ describe('idem consumer prune-ledger', () => {
         }
       };
       const append = async (store: EventStore, n: number): Promise<void> => {
-        for (let i = 0; i < n; i += 500)
+        for (let i = 0; i < n; i += 50)
           await store.append(
-            streams[(i / 500) % 2]!,
-            Array.from({ length: 500 }, () => ({ type: 'invoice.issued', data: {} })),
+            streams[(i / 50) % 2]!,
+            Array.from({ length: 50 }, () => ({ type: 'invoice.issued', data: {} })),
           );
       };
-      const older = 1000;
-      const total = older + PRUNE_EVERY_EVENTS;
+      const older = 100;
+      const total = older + EVERY;
       let store = await openSqliteStore({ path: db });
       try {
         await append(store, older);
         assert.equal(await run(store), older);
         // The target's backup, taken at checkpoint `older`, before any prune.
         copyFileSync(targetDb, dir.file('target-backup.db'));
-        await append(store, PRUNE_EVERY_EVENTS);
+        await append(store, EVERY);
         assert.equal(await run(store), total);
       } finally {
         await store.close();

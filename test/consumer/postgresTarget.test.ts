@@ -3,7 +3,7 @@ import { after, describe, it } from 'node:test';
 import pg from 'pg';
 import { postgresTarget } from '../../src/postgres/target.js';
 import { migrateTarget, TARGET_MIGRATIONS } from '../../src/postgres/targetMigrations.js';
-import { createTempDatabase } from '../support/postgres.js';
+import { randomIdentifier } from '../support/names.js';
 import { requireOrSkip } from '../support/services.js';
 import { postgresFixtures } from './support/targetFixture.js';
 import { describeConsumer } from './consumer.suite.js';
@@ -14,17 +14,19 @@ const skip = await requireOrSkip('postgres');
 const fixtures = postgresFixtures();
 const makePostgresFixture = fixtures.make;
 after(() => fixtures.close());
+/** IDEM_KEEP_TEST_DATA=1 keeps the schemas the tests below make themselves, as the fixtures keep theirs. */
+const keep = process.env.IDEM_KEEP_TEST_DATA === '1';
 describe('postgres target', { skip }, () => {
   describeConsumer('postgres target', makePostgresFixture);
 });
 
 describe('postgres target schema', { skip }, () => {
   it('renames the ledger of a version 2 target to target_ledger, keeping its rows, with two processes migrating at once', async () => {
-    const db = await createTempDatabase('idem_consumer');
+    const connectionString = await fixtures.connectionString();
     // Two pools stand for two processes starting on the same target.
-    const pools = [0, 1].map(() => new pg.Pool({ connectionString: db.connectionString, max: 2 }));
+    const pools = [0, 1].map(() => new pg.Pool({ connectionString, max: 2 }));
+    const schema = randomIdentifier('ledger_upgrade');
     try {
-      const schema = 'ledger_upgrade';
       await pools[0]!.query(`CREATE SCHEMA ${schema}`);
       await migrateTarget(
         pools[0]!,
@@ -61,23 +63,22 @@ describe('postgres target schema', { skip }, () => {
         TARGET_MIGRATIONS.map((m) => m.version),
       );
     } finally {
+      if (!keep) await pools[0]!.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
       await Promise.all(pools.map((pool) => pool.end()));
-      await db.drop();
     }
   });
 });
 
 describe('postgresTarget options', { skip }, () => {
   it('refuses a bad schema name, and works with the longest one', async () => {
-    const db = await createTempDatabase('idem_consumer');
-    const pool = new pg.Pool({ connectionString: db.connectionString, max: 2 });
+    const pool = new pg.Pool({ connectionString: await fixtures.connectionString(), max: 2 });
+    const long = `s${'x'.repeat(61)}1`;
+    const other = `s${'x'.repeat(61)}2`;
     try {
       assert.throws(() => postgresTarget(pool, { schema: 'bad-name' }), {
         code: 'invalid_input',
         field: 'schema',
       });
-      const long = `s${'x'.repeat(61)}1`;
-      const other = `s${'x'.repeat(61)}2`;
       for (const schema of [long, other]) {
         const t = postgresTarget(pool, { schema });
         await t.migrate();
@@ -94,8 +95,9 @@ describe('postgresTarget options', { skip }, () => {
         assert.equal(await t.ledgerSize('c'), 1);
       }
     } finally {
+      if (!keep)
+        for (const schema of [long, other]) await pool.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
       await pool.end();
-      await db.drop();
     }
   });
 });

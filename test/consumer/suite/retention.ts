@@ -1,13 +1,20 @@
 import assert from 'node:assert/strict';
-import { describe, it } from 'node:test';
+import { after, before, describe, it } from 'node:test';
 import { isIdemError } from '../../../src/core/errors.js';
-import { PRUNE_EVERY_EVENTS } from '../../../src/consumer/ledgerPruner.js';
+import { pruneEveryEventsForTests } from '../../../src/consumer/ledgerPruner.js';
 import { randomStream } from '../../support/names.js';
 import { faultySource, type SourceFaults } from '../support/faults.js';
 import { withHarness, type Harness } from '../support/harness.js';
 import type { MakeTargetFixture } from '../support/targetFixture.js';
 
-/** Appends `count` events `{ amount: 1 }` over `streams`, in appends of up to 1000; returns the totals. */
+/**
+ * The consumers of this suite prune every `EVERY` handled events (`PRUNE_EVERY_EVENTS` is 5,000): the
+ * batch sizes and event counts below are that cadence's, scaled down with it, so that each test runs
+ * the same batches and prunes in a tenth of the events.
+ */
+const EVERY = 500;
+
+/** Appends `count` events `{ amount: 1 }` over `streams`, in appends of up to 100; returns the totals. */
 async function appendOnes<Tx>(
   h: Harness<Tx>,
   streams: string[],
@@ -17,7 +24,7 @@ async function appendOnes<Tx>(
   let left = count;
   let i = 0;
   while (left > 0) {
-    const n = Math.min(1000, left);
+    const n = Math.min(100, left);
     const s = streams[i++ % streams.length]!;
     await h.store.append(
       s,
@@ -39,6 +46,12 @@ function refusedBelow(horizon: number): (err: unknown) => boolean {
 /** Ledger retention: `target.pruneLedger`, the `ledger: { retain }` policy and the pruned horizon. */
 export function describeLedgerRetention<Tx>(label: string, make: MakeTargetFixture<Tx>): void {
   describe(`consumer ledger retention (${label})`, () => {
+    let restore: () => void = () => undefined;
+    before(() => {
+      restore = pruneEveryEventsForTests(EVERY);
+    });
+    after(() => restore());
+
     it('pruneLedger deletes the rows the checkpoint covers, keeps the newest `keep` events and records the horizon', () =>
       withHarness(make, async (h) => {
         const target = h.fx.target;
@@ -69,24 +82,24 @@ export function describeLedgerRetention<Tx>(label: string, make: MakeTargetFixtu
       withHarness(make, async (h) => {
         const streams = [randomStream('invoice'), randomStream('invoice'), randomStream('invoice')];
         // Exactly one prune's worth: the runtime prunes right after the ack of the last event.
-        const expected = await appendOnes(h, streams, PRUNE_EVERY_EVENTS);
+        const expected = await appendOnes(h, streams, EVERY);
         const faults: SourceFaults = { seen: { subscribes: 0, acks: 0, messages: 0 } };
         const c = h.consumer({
           source: faultySource(h.store, faults),
           ledger: { retain: 'checkpoint' },
-          batch: { size: 500, catchUpSize: 1000 },
+          batch: { size: 50, catchUpSize: 100 },
         });
         await c.start();
         await c.whenCaughtUp();
         const horizon = await h.fx.target.ledgerHorizon!(h.name);
-        assert.equal(horizon, PRUNE_EVERY_EVENTS, 'pruned through the last acknowledged position');
+        assert.equal(horizon, EVERY, 'pruned through the last acknowledged position');
         assert.equal(await h.fx.target.ledgerSize(h.name), 0);
         const acksBefore = faults.seen!.acks;
 
         // The very next ack after that prune is lost (a crash after the commit, before the ack):
         // the batch comes again, above the horizon, and the committed checkpoint skips it.
         faults.failAcks = 1;
-        const more = await appendOnes(h, streams, 1500);
+        const more = await appendOnes(h, streams, 150);
         for (const [s, n] of more) expected.set(s, (expected.get(s) ?? 0) + n);
         await c.whenCaughtUp();
         assert.equal(faults.failAcks, 0);
@@ -109,7 +122,7 @@ export function describeLedgerRetention<Tx>(label: string, make: MakeTargetFixtu
       withHarness(make, async (h) => {
         const streams = [randomStream('invoice'), randomStream('invoice'), randomStream('invoice')];
         // Two prunes come due before the last batch: each runs in the batch after it.
-        const total = 2 * PRUNE_EVERY_EVENTS + 2000;
+        const total = 2 * EVERY + 200;
         const expected = await appendOnes(h, streams, total);
         const faults: SourceFaults = { seen: { subscribes: 0, acks: 0, messages: 0 } };
         // Prunes in transactions of their own; those inside a batch's go through its transaction.
@@ -131,10 +144,10 @@ export function describeLedgerRetention<Tx>(label: string, make: MakeTargetFixtu
           source: faultySource(h.store, faults),
           target,
           ledger: { retain: 'checkpoint' },
-          batch: { size: 500, catchUpSize: 1000 },
+          batch: { size: 50, catchUpSize: 100 },
           handle: async (e, ctx) => {
             // The batch after the first due prune carries it: its ack is lost (a crash after its commit).
-            if (e.position === PRUNE_EVERY_EVENTS + 1 && !lost) {
+            if (e.position === EVERY + 1 && !lost) {
               lost = true;
               faults.failAcks = 1;
             }
@@ -148,7 +161,7 @@ export function describeLedgerRetention<Tx>(label: string, make: MakeTargetFixtu
         assert.ok(c.metrics().duplicates > 0, 'the unacknowledged batch was delivered again');
         assert.equal(ownPrunes, 0, "every prune ran inside a batch's transaction");
         const horizon = await real.ledgerHorizon!(h.name);
-        assert.ok(horizon > PRUNE_EVERY_EVENTS && horizon < total, `pruned through ${horizon}`);
+        assert.ok(horizon > EVERY && horizon < total, `pruned through ${horizon}`);
         assert.equal(await real.ledgerSize(h.name), total - horizon);
         assert.deepEqual(await h.totals(), expected);
         await assert.rejects(h.store.consumers.reset(h.name, horizon - 1), refusedBelow(horizon));
@@ -174,13 +187,13 @@ export function describeLedgerRetention<Tx>(label: string, make: MakeTargetFixtu
 
     it('with the entity-version guard, a reset below the horizon stays allowed and nothing doubles', () =>
       withHarness(make, async (h) => {
-        const expected = await appendOnes(h, [randomStream('invoice')], PRUNE_EVERY_EVENTS + 10);
+        const expected = await appendOnes(h, [randomStream('invoice')], EVERY + 10);
         const c = h.consumer({ guard: ['event-id', 'entity-version'], ledger: { retain: { events: 10 } } });
         await c.start();
         await c.whenCaughtUp();
         await c.stop();
         assert.ok((await h.fx.target.ledgerHorizon!(h.name)) > 0);
-        assert.ok((await h.fx.target.ledgerSize(h.name)) <= 1000);
+        assert.ok((await h.fx.target.ledgerSize(h.name)) <= EVERY / 5);
         await h.store.consumers.reset(h.name, 0);
         await h.fx.target.transaction(async () => undefined);
         const again = h.consumer({ guard: ['event-id', 'entity-version'] });
@@ -192,21 +205,21 @@ export function describeLedgerRetention<Tx>(label: string, make: MakeTargetFixtu
     it('retain: { age } prunes only the rows of events recorded longer ago than the age', () =>
       withHarness(make, async (h) => {
         const streams = [randomStream('invoice'), randomStream('invoice')];
-        const expected = await appendOnes(h, streams, PRUNE_EVERY_EVENTS);
-        // The first 3,000 events look recorded 40 days ago, the others now.
-        const old = 3000;
+        const expected = await appendOnes(h, streams, EVERY);
+        // The first 60% of the events look recorded 40 days ago, the others now.
+        const old = 0.6 * EVERY;
         const longAgo = new Date(Date.now() - 40 * 86_400_000).toISOString();
         const c = h.consumer({
           source: faultySource(h.store, { recordedAt: (e) => (e.position <= old ? longAgo : e.recordedAt) }),
           ledger: { retain: { age: '30d' } },
-          batch: { size: 500, catchUpSize: 1000 },
+          batch: { size: 50, catchUpSize: 100 },
         });
         await c.start();
         await c.whenCaughtUp();
         await c.stop();
         const horizon = await h.fx.target.ledgerHorizon!(h.name);
         assert.ok(horizon > 0 && horizon <= old, `pruned through ${horizon}, within the aged events`);
-        assert.equal(await h.fx.target.ledgerSize(h.name), PRUNE_EVERY_EVENTS - horizon);
+        assert.equal(await h.fx.target.ledgerSize(h.name), EVERY - horizon);
         assert.deepEqual(await h.totals(), expected);
         await assert.rejects(h.store.consumers.reset(h.name, horizon - 1), refusedBelow(horizon));
       }));
@@ -216,7 +229,7 @@ export function describeLedgerRetention<Tx>(label: string, make: MakeTargetFixtu
         const bad = randomStream('invoice');
         const good = randomStream('invoice');
         await h.store.append(bad, [{ type: 'amount.added', data: { amount: -1 } }]);
-        await appendOnes(h, [good], PRUNE_EVERY_EVENTS);
+        await appendOnes(h, [good], EVERY);
         const c = h.consumer({
           ledger: { retain: 'checkpoint' },
           onError: { attempts: 1, then: 'dead-letter' },
@@ -231,7 +244,7 @@ export function describeLedgerRetention<Tx>(label: string, make: MakeTargetFixtu
         assert.equal((await h.store.deadLetters.list(h.name)).length, 1);
         // The parked event is position 1: nothing before it to prune, everything after it kept.
         assert.equal(await h.fx.target.ledgerHorizon!(h.name), 0);
-        assert.equal(await h.fx.target.ledgerSize(h.name), PRUNE_EVERY_EVENTS);
+        assert.equal(await h.fx.target.ledgerSize(h.name), EVERY);
       }));
 
     it('refuses a bad retention policy, naming the field', () =>

@@ -12,16 +12,20 @@ type BatchRecordArgs = Parameters<TargetTransaction<unknown>['record']>;
 export function describeTarget<Tx>(label: string, make: MakeTargetFixture<Tx>): void {
   describe(`consumer target (${label})`, () => {
     it('migrates from several connections at once, and again as a no-op', () =>
-      withHarness(make, async (h) => {
-        const targets = await Promise.all([h.fx.another(), h.fx.another(), h.fx.another()]);
-        await Promise.all([h.fx.target, ...targets].map((t) => t.migrate()));
-        await Promise.all(targets.map((t) => t.migrate()));
-        assert.deepEqual(await Promise.all(targets.map((t) => t.readCheckpoint('nobody'))), [
-          { position: 0, epoch: 0 },
-          { position: 0, epoch: 0 },
-          { position: 0, epoch: 0 },
-        ]);
-      }));
+      withHarness(
+        make,
+        async (h) => {
+          const targets = await Promise.all([h.fx.another(), h.fx.another(), h.fx.another()]);
+          await Promise.all([h.fx.target, ...targets].map((t) => t.migrate()));
+          await Promise.all(targets.map((t) => t.migrate()));
+          assert.deepEqual(await Promise.all(targets.map((t) => t.readCheckpoint('nobody'))), [
+            { position: 0, epoch: 0 },
+            { position: 0, epoch: 0 },
+            { position: 0, epoch: 0 },
+          ]);
+        },
+        { fresh: true },
+      ));
 
     it("fences a batch whose epoch is older than the checkpoint's: nothing is written or acknowledged", () =>
       withHarness(make, async (h) => {

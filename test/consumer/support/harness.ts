@@ -3,7 +3,7 @@ import type { ConsumerOptions, Handler, HandlerOption } from '../../../src/consu
 import type { JsonObject } from '../../../src/core/json.js';
 import { createMemoryStore, type MemoryEventStore } from '../../../src/memory/memoryStore.js';
 import { randomConsumer, randomSuffix } from '../../support/names.js';
-import type { MakeTargetFixture, TargetFixture } from './targetFixture.js';
+import type { MakeTargetFixture, TargetFixture, TargetFixtureOptions } from './targetFixture.js';
 
 export interface Harness<Tx> {
   store: MemoryEventStore;
@@ -29,8 +29,9 @@ export interface Harness<Tx> {
 export async function withHarness<Tx>(
   make: MakeTargetFixture<Tx>,
   fn: (h: Harness<Tx>) => Promise<void>,
+  options: TargetFixtureOptions = {},
 ): Promise<void> {
-  const fx = await make();
+  const fx = await make(options);
   const store = createMemoryStore();
   const consumers: Consumer[] = [];
   const table = `out_${randomSuffix()}`;

@@ -2,6 +2,7 @@ import type Database from 'better-sqlite3';
 import pg from 'pg';
 import type { ConsumerTarget } from '../../../src/core/consumerTarget.js';
 import { postgresTarget } from '../../../src/postgres/target.js';
+import { migrateTarget } from '../../../src/postgres/targetMigrations.js';
 import { sqliteTarget } from '../../../src/sqlite/target.js';
 import { randomIdentifier } from '../../support/names.js';
 import { createTempDatabase, type TempDatabase } from '../../support/postgres.js';
@@ -27,7 +28,15 @@ export interface TargetFixture<Tx> {
   cleanup(): Promise<void>;
 }
 
-export type MakeTargetFixture<Tx> = () => Promise<TargetFixture<Tx>>;
+export interface TargetFixtureOptions {
+  /**
+   * A target whose schema no migration has touched yet (for the tests of migrating itself). Without
+   * it a fixture may come with its tables already made: new, empty and used by nothing else.
+   */
+  fresh?: boolean;
+}
+
+export type MakeTargetFixture<Tx> = (options?: TargetFixtureOptions) => Promise<TargetFixture<Tx>>;
 
 export const makeSqliteFixture: MakeTargetFixture<Database.Database> = () => {
   const dir = tempDir();
@@ -82,20 +91,40 @@ export const makeSqliteFixture: MakeTargetFixture<Database.Database> = () => {
 
 /**
  * PostgreSQL fixtures that share one temporary database (created on first use): each fixture gets its
- * own schema for the target's tables and the output table, dropped at its cleanup. Call `close()` once
- * at the end (it drops the database).
+ * own schema for the target's tables and the output table, dropped at its cleanup. Unless `fresh`,
+ * that schema is one migrated in the background while the previous test ran, so that a test does not
+ * wait for its schema's DDL. Call `close()` once at the end (it drops the database).
  */
-export function postgresFixtures(): { make: MakeTargetFixture<pg.PoolClient>; close(): Promise<void> } {
+export function postgresFixtures(): {
+  make: MakeTargetFixture<pg.PoolClient>;
+  /** The shared database's connection string, for a test that opens its own pools on a schema of its own. */
+  connectionString(): Promise<string>;
+  close(): Promise<void>;
+} {
   let shared: Promise<{ db: TempDatabase; pool: pg.Pool }> | null = null;
   const open = (): Promise<{ db: TempDatabase; pool: pg.Pool }> =>
     (shared ??= createTempDatabase('idem_consumer').then((db) => ({
       db,
       pool: new pg.Pool({ connectionString: db.connectionString, max: 8 }),
     })));
-  const make: MakeTargetFixture<pg.PoolClient> = async () => {
-    const { pool } = await open();
+  /** The next schema, being migrated (resolves to its name, or to null if that failed). */
+  let next: Promise<string | null> | null = null;
+  const prepare = (pool: pg.Pool): Promise<string | null> => {
     const schema = randomIdentifier('t');
-    await pool.query(`CREATE SCHEMA ${schema}`);
+    // The test then makes a schema itself, and meets the error there if it lasts.
+    return migrateTarget(pool, schema).then(
+      () => schema,
+      () => null,
+    );
+  };
+  const make: MakeTargetFixture<pg.PoolClient> = async (options = {}) => {
+    const { pool } = await open();
+    let schema = options.fresh === true ? null : await (next ?? prepare(pool));
+    next = prepare(pool);
+    if (schema === null) {
+      schema = randomIdentifier('t');
+      await pool.query(`CREATE SCHEMA ${schema}`);
+    }
     const target = postgresTarget(pool, { schema });
     const others: pg.Pool[] = [];
     return {
@@ -138,9 +167,12 @@ export function postgresFixtures(): { make: MakeTargetFixture<pg.PoolClient>; cl
   };
   return {
     make,
+    connectionString: async () => (await open()).db.connectionString,
     close: async () => {
       if (!shared) return;
       const { db, pool } = await shared;
+      const left = await next;
+      if (left !== null) await pool.query(`DROP SCHEMA ${left} CASCADE`);
       await pool.end();
       await db.drop();
     },
