@@ -11,6 +11,7 @@ import { IdemError, InvalidInputError } from '../core/errors.js';
 import { MAX_APPENDS_PER_REQUEST } from '../core/limits.js';
 import type { RequestId } from '../core/protocol.js';
 import { appendEach, type AppendDeps } from './appendBatch.js';
+import { byteLength, rawText } from './wsFrames.js';
 import { wireError } from './httpErrors.js';
 import { nestsDeeperThan } from './jsonDepth.js';
 import { parseWith } from './schemas.js';
@@ -190,17 +191,6 @@ export class AppendConnection {
     clearInterval(this.heartbeat);
     clearTimeout(this.silenceTimer);
   }
-}
-
-function byteLength(data: RawData): number {
-  if (Array.isArray(data)) return data.reduce((n, b) => n + b.length, 0);
-  return data.byteLength;
-}
-
-function rawText(data: RawData): string {
-  if (Array.isArray(data)) return Buffer.concat(data).toString('utf8');
-  if (data instanceof ArrayBuffer) return Buffer.from(data).toString('utf8');
-  return data.toString('utf8');
 }
 
 function requestIdOf(raw: unknown): RequestId | undefined {

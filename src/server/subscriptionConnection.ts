@@ -14,6 +14,7 @@ import { errorFor, requireFilterWithin, requireScope } from './access.js';
 import { toIdemError, wireError } from './httpErrors.js';
 import { nestsDeeperThan } from './jsonDepth.js';
 import type { ServerMetrics } from './metrics.js';
+import { byteLength, rawText } from './wsFrames.js';
 import {
   PROTOCOL_VERSION,
   REPORT_INTERVAL_MS,
@@ -451,17 +452,6 @@ export class SubscriptionConnection {
     this.socket.close(1008, 'send buffer limit: the client does not read its messages');
     setTimeout(() => this.socket.terminate(), this.ctx.silenceMs).unref();
   }
-}
-
-function byteLength(data: RawData): number {
-  if (Array.isArray(data)) return data.reduce((n, b) => n + b.length, 0);
-  return data.byteLength;
-}
-
-function rawText(data: RawData): string {
-  if (Array.isArray(data)) return Buffer.concat(data).toString('utf8');
-  if (data instanceof ArrayBuffer) return Buffer.from(data).toString('utf8');
-  return data.toString('utf8');
 }
 
 function requestIdOf(raw: unknown): RequestId | undefined {
