@@ -7,6 +7,11 @@ export interface Deposit {
   reference: string;
 }
 
+/** The examples' event map: `createConsumer<Db, Deposits>` types each handler's `event.data`. */
+export interface Deposits {
+  'deposit.made': Deposit;
+}
+
 export const events: TestEvent[] = Array.from({ length: 60 }, (_, i) => ({
   stream: `account-${i % 6}`,
   type: 'deposit.made',

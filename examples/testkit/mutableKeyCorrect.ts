@@ -4,7 +4,7 @@ import type Database from 'better-sqlite3';
 import { createConsumer } from '../../src/index.js';
 import type { SqliteTarget } from '../../src/sqlite/index.js';
 import type { ConsumerFactory, StateReader } from '../../src/testkit/index.js';
-import { balancesTable, events, type Deposit } from './deposits.js';
+import { balancesTable, events, type Deposits } from './deposits.js';
 
 export { events };
 
@@ -13,12 +13,13 @@ export const consumer: ConsumerFactory<SqliteTarget> = (source, target, { versio
   const add = target.db.prepare(
     `INSERT INTO ${table} VALUES (?, ?) ON CONFLICT (account) DO UPDATE SET balance = balance + excluded.balance`,
   );
-  return createConsumer<Database.Database>({
+  return createConsumer<Database.Database, Deposits>({
     name: `balances_v${version}`,
     source,
     target,
+    filter: { types: ['deposit.made'] },
     handle: (event) => {
-      add.run(event.stream, (event.data as unknown as Deposit).amount);
+      add.run(event.stream, event.data.amount);
     },
   });
 };

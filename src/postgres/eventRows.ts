@@ -39,7 +39,7 @@ export function isoText(expression: string): string {
   return `to_char(${expression} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
 }
 
-/** The columns of the read paths, in the order of `PgEventTuple` (`recorded_at` as `isoText`). */
+/** The columns of the read paths, in the order of `PostgresEventTuple` (`recorded_at` as `isoText`). */
 export const EVENT_TUPLE_COLUMNS = `position, id, stream, version, type, data, metadata,
   ${isoText('recorded_at')} AS recorded_at`;
 
