@@ -3,6 +3,7 @@ import { randomUUID } from 'node:crypto';
 import type { Pool } from 'pg';
 import type { RecordedEvent } from '../core/event.js';
 import { isoTime } from '../core/isoTime.js';
+import { MicrotaskPump } from '../core/microtaskPump.js';
 import { redriveDelayMs } from '../core/parkInfo.js';
 import { filterKey, type EventFilter } from '../core/filter.js';
 import type { ConsumerPause, DeadLetterStatus, FailureInfo, PauseReason } from '../core/subscription.js';
@@ -66,6 +67,15 @@ interface LetterRow {
   skipped_at: Date | null;
 }
 
+/** An ack waiting to be stored with the others made at the same time. */
+interface QueuedAck {
+  name: string;
+  epoch: number;
+  position: number;
+  resolve: (result: AckResult) => void;
+  reject: (err: unknown) => void;
+}
+
 const ACTIVE = `status IN ('parked', 'retrying')`;
 const LIVE = `(owner IS NOT NULL AND coalesce(lease_expires_at > now(), false))`;
 const TTL = (param: string): string => `now() + ${param}::bigint * interval '1 millisecond'`;
@@ -81,6 +91,11 @@ export class PostgresSubscriptionState implements SubscriptionStateBackend {
   private readonly c: string;
   private readonly d: string;
   private readonly h: string;
+
+  /** Acks waiting for the next `flushAcks`, and whether one is running. */
+  private acks: QueuedAck[] = [];
+  private acking = false;
+  private readonly ackPump = new MicrotaskPump(() => void this.flushAcks());
 
   constructor(
     private readonly pool: Pool,
@@ -159,7 +174,61 @@ export class PostgresSubscriptionState implements SubscriptionStateBackend {
     return rows.length > 0 ? { ok: true } : this.fenced(name);
   }
 
-  async ack(
+  /**
+   * An ack that resolves no dead letter (nearly all of them) joins the acks made at the same time by
+   * the process's other subscriptions: one statement for all of them (see `flushAcks`). Many idle
+   * subscriptions moving their cursors past the events their filters leave out, at one polling tick,
+   * cost one statement instead of one each.
+   */
+  ack(name: string, epoch: number, position: number, resolveIds: readonly string[]): Promise<AckResult> {
+    if (resolveIds.length > 0) return this.ackResolving(name, epoch, position, resolveIds);
+    return new Promise<AckResult>((resolve, reject) => {
+      this.acks.push({ name, epoch, position, resolve, reject });
+      if (!this.acking) this.ackPump.schedule();
+    });
+  }
+
+  /** Stores the queued acks in one statement, the highest position per consumer and epoch. */
+  private async flushAcks(): Promise<void> {
+    if (this.acking || this.acks.length === 0) return;
+    this.acking = true;
+    const batch = this.acks;
+    this.acks = [];
+    try {
+      const highest = new Map<string, { name: string; epoch: number; position: number }>();
+      for (const a of batch) {
+        const key = `${a.epoch} ${a.name}`;
+        const seen = highest.get(key);
+        if (!seen || a.position > seen.position) highest.set(key, a);
+      }
+      const rows = await this.query<{ name: string; epoch: string; position: string }>(
+        `WITH v AS (
+           SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS v(name, epoch, position))
+         UPDATE ${this.c} t SET position = greatest(t.position, v.position),
+           updated_at = CASE WHEN v.position > t.position THEN now() ELSE t.updated_at END
+         FROM v WHERE t.name = v.name AND t.epoch = v.epoch
+         RETURNING t.name, t.epoch, t.position`,
+        [
+          [...highest.values()].map((a) => a.name),
+          [...highest.values()].map((a) => a.epoch),
+          [...highest.values()].map((a) => a.position),
+        ],
+      );
+      const stored = new Map(rows.map((r) => [`${r.epoch} ${r.name}`, Number(r.position)]));
+      for (const a of batch) {
+        const position = stored.get(`${a.epoch} ${a.name}`);
+        if (position === undefined) this.fenced(a.name).then(a.resolve, a.reject);
+        else a.resolve({ ok: true, position, resolved: 0 });
+      }
+    } catch (err) {
+      for (const a of batch) a.reject(err);
+    } finally {
+      this.acking = false;
+      if (this.acks.length > 0) this.ackPump.schedule();
+    }
+  }
+
+  private async ackResolving(
     name: string,
     epoch: number,
     position: number,
