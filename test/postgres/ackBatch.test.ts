@@ -14,7 +14,9 @@ describe('postgres acks made together', { skip: ctx.skip }, () => {
     const store = await ctx.openStore();
     const pool = new pg.Pool({ connectionString: ctx.db.connectionString, max: 4 });
     const state = new PostgresSubscriptionState(pool, quoteSchema(store.schema));
-    const query = pg.Client.prototype.query;
+    /** The client's `query`, spied on while the acks run. */
+    const proto = pg.Client.prototype as unknown as { query: (...args: unknown[]) => unknown };
+    const query = proto.query;
     try {
       const epochs = new Map<string, number>();
       for (const name of ['a', 'b', 'c']) {
@@ -29,18 +31,18 @@ describe('postgres acks made together', { skip: ctx.skip }, () => {
       assert.ok(taken.ok && taken.epoch > epochs.get('c')!);
 
       const statements: string[] = [];
-      pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
+      proto.query = function (this: pg.Client, ...args: unknown[]) {
         const q = args[0] as string | { text?: string };
         statements.push(typeof q === 'string' ? q : (q.text ?? ''));
-        return (query as (...a: unknown[]) => unknown).apply(this, args);
-      } as typeof query;
+        return query.apply(this, args);
+      };
       const results = await Promise.all([
         state.ack('a', epochs.get('a')!, 10, []),
         state.ack('b', epochs.get('b')!, 20, []),
         state.ack('a', epochs.get('a')!, 7, []),
         state.ack('c', epochs.get('c')!, 30, []),
       ]);
-      pg.Client.prototype.query = query;
+      proto.query = query;
 
       const updates = statements.filter((s) => /UPDATE .*consumers/s.test(s));
       assert.equal(updates.length, 1, `one UPDATE for the four acks: ${updates.join(' | ')}`);
@@ -66,7 +68,7 @@ describe('postgres acks made together', { skip: ctx.skip }, () => {
         resolved: 0,
       });
     } finally {
-      pg.Client.prototype.query = query;
+      proto.query = query;
       await pool.end();
       await store.close();
     }
