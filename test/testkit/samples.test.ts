@@ -91,8 +91,10 @@ describe('verifyConsumer with samples', () => {
       seed: 1234,
     });
     assert.equal(r.ok, true, JSON.stringify(r.statements));
-    assert.deepEqual(r.derived, { seed: 1234, samples: 4, used: 4, filter: {} });
-    const again = await deriveHistory(deposits, {}, 1234);
+    // The example consumer takes `deposit.made` events (its event map's one type).
+    const filter = { types: ['deposit.made'] };
+    assert.deepEqual(r.derived, { seed: 1234, samples: 4, used: 4, filter });
+    const again = await deriveHistory(deposits, filter, 1234);
     assert.equal(r.events, again.events.length);
   });
 
