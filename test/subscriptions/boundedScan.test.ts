@@ -9,7 +9,13 @@ import { MemorySubscriptionState } from '../../src/memory/subscriptionState.js';
 import { openSqliteStore } from '../../src/sqlite/sqliteStore.js';
 import { EXACT_LAG_LIMIT } from '../../src/subscriptions/lag.js';
 import { MAX_SCAN } from '../../src/subscriptions/durableSubscription.js';
-import type { ScannedPage, SubscriptionSource } from '../../src/subscriptions/subscriptionSource.js';
+import type {
+  EventKey,
+  ScannedPage,
+  SubscriptionSource,
+} from '../../src/subscriptions/subscriptionSource.js';
+import type { RecordedEvent } from '../../src/core/event.js';
+import { streamHash } from '../../src/core/streamHash.js';
 import { SubscriptionService } from '../../src/subscriptions/subscriptionService.js';
 import { pgTestContext } from '../postgres/pgFixtures.js';
 import { until } from '../support/until.js';
@@ -76,6 +82,56 @@ describe('scanPage: one read looks at no more than maxScan positions', () => {
     const store = await pg.openSharedStore();
     try {
       await scanContract(store);
+    } finally {
+      await store.close();
+    }
+  });
+});
+
+type KeyScanner = EventStore & Required<Pick<SubscriptionSource, 'scanKeys'>>;
+
+/** `scanKeys` answers each event's position, stream, type and stream hash, at most `maxScan` positions. */
+async function keysContract(store: KeyScanner): Promise<void> {
+  const streams = ['plain-1', 'quote"d-2', 'back\\slash-3', 'ünï-cödé-4', 'space and,comma-5'];
+  for (const [i, stream] of streams.entries()) {
+    await store.append(stream, [
+      { type: `type-${i}`, data: null },
+      { type: 't"x', data: null },
+    ]);
+  }
+  const all: RecordedEvent[] = [];
+  for await (const e of store.readAll()) all.push(e);
+  const expected = all.map((e): EventKey => [e.position, e.stream, e.type, streamHash(e.stream)]);
+  assert.deepEqual(await store.scanKeys(0, 100), { keys: expected, through: 10, head: 10 });
+  assert.deepEqual(await store.scanKeys(3, 4), { keys: expected.slice(3, 7), through: 7, head: 10 });
+  assert.deepEqual(await store.scanKeys(10, 5), { keys: [], through: 10, head: 10 });
+}
+
+describe('scanKeys: the keys of the positions after one', () => {
+  it('memory', async () => {
+    const store = createMemoryStore();
+    try {
+      await keysContract(store);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('SQLite', async () => {
+    const dir = tempDir();
+    const store = await openSqliteStore({ path: dir.file('events.db') });
+    try {
+      await keysContract(store);
+    } finally {
+      await store.close();
+      await dir.cleanup();
+    }
+  });
+
+  it('PostgreSQL', { skip: pg.skip }, async () => {
+    const store = await pg.openSharedStore();
+    try {
+      await keysContract(store);
     } finally {
       await store.close();
     }
