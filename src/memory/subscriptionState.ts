@@ -249,6 +249,12 @@ export class MemorySubscriptionState implements SubscriptionStateBackend {
     return ok(rows.map(clone));
   }
 
+  retryingConsumers(names: readonly string[]): Promise<string[]> {
+    return ok(
+      names.filter((n) => [...(this.letters.get(n)?.values() ?? [])].some((l) => l.status === 'retrying')),
+    );
+  }
+
   blockedStreams(name: string): Promise<string[]> {
     const set = new Set<string>();
     for (const l of this.letters.get(name)?.values() ?? []) if (isActive(l.status)) set.add(l.event.stream);

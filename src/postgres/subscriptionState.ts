@@ -424,6 +424,14 @@ export class PostgresSubscriptionState implements SubscriptionStateBackend {
     return rows.map(toRecord);
   }
 
+  async retryingConsumers(names: readonly string[]): Promise<string[]> {
+    const rows = await this.query<{ consumer: string }>(
+      `SELECT DISTINCT consumer FROM ${this.d} WHERE consumer = ANY($1::text[]) AND status = 'retrying'`,
+      [names],
+    );
+    return rows.map((r) => r.consumer);
+  }
+
   async blockedStreams(name: string): Promise<string[]> {
     const rows = await this.query<{ stream: string }>(
       `SELECT DISTINCT stream FROM ${this.d} WHERE consumer = $1 AND ${ACTIVE}`,

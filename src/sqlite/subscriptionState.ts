@@ -321,6 +321,17 @@ export class SqliteSubscriptionState implements SubscriptionStateBackend {
     });
   }
 
+  retryingConsumers(names: readonly string[]): Promise<string[]> {
+    return this.read(() =>
+      (
+        this.sql(
+          `SELECT DISTINCT consumer FROM idem_dead_letters
+            WHERE consumer IN (SELECT value FROM json_each(?)) AND status = 'retrying'`,
+        ).all(JSON.stringify(names)) as { consumer: string }[]
+      ).map((r) => r.consumer),
+    );
+  }
+
   blockedStreams(name: string): Promise<string[]> {
     return this.read(() =>
       (

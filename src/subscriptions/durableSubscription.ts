@@ -15,6 +15,7 @@ import { ReadAhead } from './readAhead.js';
 import type { Fenced, SubscriptionStateBackend } from './stateBackend.js';
 import type { ResolvedSubscribeOptions } from './subscribeOptions.js';
 import { scannedPage, type ScannedPage, type SubscriptionSource } from './subscriptionSource.js';
+import type { RetryingProbe } from './retryingProbe.js';
 import type { SharedTail } from './sharedTail.js';
 import { Wakeup } from './wakeup.js';
 
@@ -61,6 +62,8 @@ export interface SubscriptionDeps {
   onEnd: (sub: DurableSubscription) => void;
   /** The keys of the log's tail, shared by the service's idle subscriptions (sources with `scanKeys`). */
   tail: SharedTail | null;
+  /** The safety-net check for retrying dead letters, shared by the service's subscriptions (backends with `retryingConsumers`). */
+  retrying: RetryingProbe | null;
 }
 
 /**
@@ -457,11 +460,16 @@ export class DurableSubscription implements Subscription {
    */
   private async nextRedelivery(limit: number): Promise<RecordedEvent[]> {
     const now = Date.now();
-    this.nextRedeliveryCheck = now + REDELIVERY_CHECK_POLLS * this.deps.pollIntervalMs;
+    // At the same ticks for every subscription of the service, so that one probe answers them all.
+    const period = REDELIVERY_CHECK_POLLS * this.deps.pollIntervalMs;
+    this.nextRedeliveryCheck = (Math.floor(now / period) + 1) * period;
     if (this.blocked.size > 0 && now >= this.nextRedriveCheck) {
       this.nextRedriveCheck = now + Math.max(REDRIVE_CHECK_MS, this.deps.pollIntervalMs);
       await this.deps.backend.redriveDue(this.consumer);
     }
+    // With no blocked stream this is the safety net alone: ask the shared probe first.
+    if (this.blocked.size === 0 && this.deps.retrying && !(await this.deps.retrying.mayHave(this.consumer)))
+      return [];
     const rows = await this.deps.backend.deadLetters(this.consumer, {
       status: 'retrying',
       limit: this.redelivered.size + limit,

@@ -215,6 +215,12 @@ export interface SubscriptionStateBackend {
   blockedStreams(name: string): Promise<string[]>;
 
   /**
+   * Of `names`, the consumers with a `retrying` dead letter, in one query (the service's safety-net
+   * check for retries made by other processes). Without it, each subscription asks on its own.
+   */
+  retryingConsumers?(names: readonly string[]): Promise<string[]>;
+
+  /**
    * Up to `limit` streams, in name order after `after` (null: from the first), with a row in
    * `statuses` (`parked` alone, or `active`: parked or retrying); with `error`, only streams with
    * such a row whose error has `code` or `name` equal to it or a message containing it. One query.

@@ -14,6 +14,7 @@ import { DurableSubscription } from './durableSubscription.js';
 import type { SubscriptionStateBackend } from './stateBackend.js';
 import { resolveSubscribeOptions, type ResolvedSubscribeOptions } from './subscribeOptions.js';
 import type { SubscriptionSource } from './subscriptionSource.js';
+import { RetryingProbe } from './retryingProbe.js';
 import { SharedTail } from './sharedTail.js';
 import { Wakeup } from './wakeup.js';
 
@@ -43,6 +44,7 @@ export class SubscriptionService {
   private unhook: (() => void) | undefined;
   private hooked = false;
   private readonly tail: SharedTail | null;
+  private readonly retrying: RetryingProbe | null;
   private closed = false;
 
   constructor(
@@ -61,6 +63,13 @@ export class SubscriptionService {
     // Reads of the tail are shared for as long as the idle subscriptions take to look at one polling tick.
     this.tail = source.scanKeys
       ? new SharedTail((after, maxScan) => source.scanKeys!(after, maxScan), Math.max(1, poll / 10))
+      : null;
+    this.retrying = backend.retryingConsumers
+      ? new RetryingProbe(
+          (names) => backend.retryingConsumers!(names),
+          () => [...this.active].map((sub) => sub.consumer),
+          poll,
+        )
       : null;
   }
 
@@ -99,6 +108,7 @@ export class SubscriptionService {
           pollIntervalMs: this.pollIntervalMs,
           onEnd: this.ended,
           tail: this.tail,
+          retrying: this.retrying,
         };
         const sub = new DurableSubscription(deps, o, lease.epoch, lease.position, blocked, pause);
         this.active.add(sub);
