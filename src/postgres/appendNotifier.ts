@@ -30,6 +30,10 @@ export class AppendNotifier {
   private reconnectTimer: NodeJS.Timeout | null = null;
   private pollTimer: NodeJS.Timeout | null = null;
   private polling = false;
+  /** Whether other processes' commits are wanted (LISTEN); this process's are heard either way. */
+  private wanted = true;
+  /** LISTEN and UNLISTEN, one after another. */
+  private toggling: Promise<void> = Promise.resolve();
   /** Times the LISTEN connection was lost (for tests and metrics). */
   disconnects = 0;
 
@@ -51,9 +55,38 @@ export class AppendNotifier {
     this.listeners.emit(head);
   }
 
-  /** True while the LISTEN connection is up. */
+  /** True while the LISTEN connection is up and listening. */
   get isListening(): boolean {
     return this.listening;
+  }
+
+  /**
+   * Hear other processes' commits (LISTEN) or not (UNLISTEN: their notifications then cost nothing
+   * here). Turned on again, the head is read once, so commits made meanwhile are heard.
+   */
+  want(on: boolean): void {
+    if (on === this.wanted) return;
+    this.wanted = on;
+    const client = this.client;
+    if (client) this.apply(client);
+  }
+
+  /** Brings `client`'s LISTEN in line with `wanted`, after any change under way. */
+  private apply(client: Client): void {
+    this.toggling = this.toggling
+      .then(async () => {
+        if (this.client !== client || this.closed || this.wanted === this.listening) return;
+        const on = this.wanted;
+        await client.query(`${on ? 'LISTEN' : 'UNLISTEN'} "${this.options.channel}"`);
+        if (this.client !== client) return;
+        this.listening = on;
+        // Commits made while nobody listened produced no notification we heard: read the head once.
+        if (on) this.observe(await this.options.readHead());
+      })
+      .catch(() => {
+        // A connection that cannot LISTEN is made again (see `connect`).
+        if (this.client === client) client.end().catch(() => undefined);
+      });
   }
 
   async close(): Promise<void> {
@@ -91,17 +124,17 @@ export class AppendNotifier {
     });
     client
       .connect()
-      .then(() => client.query(`LISTEN "${this.options.channel}"`))
       .then(() => {
         if (failed || this.closed) return;
-        this.listening = true;
         this.reconnectDelay = 50;
         this.stopPolling();
-        // Commits made while nobody listened produced no notification we heard: read the head once.
-        this.options
-          .readHead()
-          .then((head) => this.observe(head))
-          .catch(() => undefined);
+        if (this.wanted) this.apply(client);
+        // Commits made while the connection was down: read the head once.
+        else
+          this.options
+            .readHead()
+            .then((head) => this.observe(head))
+            .catch(() => undefined);
       })
       .catch(fail);
   }

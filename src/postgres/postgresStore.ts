@@ -572,6 +572,14 @@ export class PostgresEventStore implements EventStore {
     return this.notifier.add(listener);
   }
 
+  /**
+   * Internal (subscriptions): whether `onAppend` must hear other processes' commits. Off, the LISTEN
+   * connection stays open but unlistens, so their notifications cost this process nothing.
+   */
+  hearOthers(on: boolean): void {
+    this.notifier.want(on);
+  }
+
   /** True while the dedicated LISTEN connection is up (after the first `onAppend` listener). */
   get listening(): boolean {
     return this.notifier.isListening;

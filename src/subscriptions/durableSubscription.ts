@@ -64,6 +64,8 @@ export interface SubscriptionDeps {
   tail: SharedTail | null;
   /** The safety-net check for retrying dead letters, shared by the service's subscriptions (backends with `retryingConsumers`). */
   retrying: RetryingProbe | null;
+  /** Told when the subscription starts and stops waiting for appends (sources with `hearOthers`). */
+  hearing?: { begin(): void; end(): void };
 }
 
 /**
@@ -380,7 +382,13 @@ export class DurableSubscription implements Subscription {
           yield { kind: 'caught_up', position: this.readPos };
           continue;
         }
-        await this.wake.wait(generation, this.deps.pollIntervalMs);
+        // Waiting for appends (or acks): other processes' commits are wanted now.
+        this.deps.hearing?.begin();
+        try {
+          await this.wake.wait(generation, this.deps.pollIntervalMs);
+        } finally {
+          this.deps.hearing?.end();
+        }
       }
     } finally {
       // Leaving the loop early (break, return, an error from the store) ends the ownership.

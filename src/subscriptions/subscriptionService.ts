@@ -18,6 +18,9 @@ import { RetryingProbe } from './retryingProbe.js';
 import { SharedTail } from './sharedTail.js';
 import { Wakeup } from './wakeup.js';
 
+/** How long no subscription waits for appends before other processes' commits are no longer heard. */
+const QUIET_MS = 1_000;
+
 export interface SubscriptionServiceOptions {
   /**
    * How often live subscriptions look for appends made by other processes (and for dead letters
@@ -46,6 +49,20 @@ export class SubscriptionService {
   private readonly tail: SharedTail | null;
   private readonly retrying: RetryingProbe | null;
   private closed = false;
+  /** Subscriptions waiting for appends now; while none does, other processes' commits are not heard. */
+  private waiting = 0;
+  private quietTimer: NodeJS.Timeout | null = null;
+  private readonly hearing = {
+    begin: (): void => {
+      if (this.waiting++ > 0) return;
+      if (this.quietTimer) clearTimeout(this.quietTimer);
+      this.quietTimer = null;
+      this.source.hearOthers?.(true);
+    },
+    end: (): void => {
+      if (--this.waiting === 0) this.quietSoon();
+    },
+  };
 
   constructor(
     private readonly source: SubscriptionSource,
@@ -85,6 +102,21 @@ export class SubscriptionService {
       this.tail?.appended(head);
       for (const s of this.active) s.appended();
     });
+    this.quietSoon();
+  }
+
+  /**
+   * Stops hearing other processes' commits once no subscription has waited for appends for
+   * `QUIET_MS`: idle subscriptions rest until the next polling tick whatever is appended, so on
+   * PostgreSQL a notification of every commit would cost this process work for nothing.
+   */
+  private quietSoon(): void {
+    if (!this.source.hearOthers || this.quietTimer || this.waiting > 0) return;
+    this.quietTimer = setTimeout(() => {
+      this.quietTimer = null;
+      if (this.waiting === 0 && !this.closed) this.source.hearOthers?.(false);
+    }, QUIET_MS);
+    this.quietTimer.unref();
   }
 
   async subscribe(consumer: string, options?: SubscribeOptions): Promise<Subscription> {
@@ -109,6 +141,7 @@ export class SubscriptionService {
           onEnd: this.ended,
           tail: this.tail,
           retrying: this.retrying,
+          hearing: this.hearing,
         };
         const sub = new DurableSubscription(deps, o, lease.epoch, lease.position, blocked, pause);
         this.active.add(sub);
@@ -140,6 +173,7 @@ export class SubscriptionService {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    if (this.quietTimer) clearTimeout(this.quietTimer);
     this.unhook?.();
     this.released.notify();
     await Promise.all([...this.active].map((s) => s.close()));

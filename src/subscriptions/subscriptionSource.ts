@@ -26,6 +26,11 @@ export interface SubscriptionSource {
   headPosition: EventStore['headPosition'];
   onAppend?(listener: (head: number) => void): () => void;
   /**
+   * Whether `onAppend` must hear other processes' commits (PostgreSQL: LISTEN). The service turns it
+   * off while no subscription waits for appends (idle ones rest until the next polling tick).
+   */
+  hearOthers?(on: boolean): void;
+  /**
    * Optional fast path for delivery: up to `limit` events after position `after` that match the
    * normalised `filter`, in position order, read as one page (one query) and returned as one array.
    * With `maxBytes` the page ends early once its events' data and metadata JSON would pass that many

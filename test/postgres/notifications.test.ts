@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import pg from 'pg';
+import type { Subscription } from '../../src/core/subscription.js';
 import { until } from '../support/until.js';
 import { pgTestContext } from './pgFixtures.js';
 
@@ -82,6 +83,58 @@ describe('postgres live wake-ups (LISTEN/NOTIFY)', { skip: ctx.skip }, () => {
       }
     } finally {
       await admin.end();
+      await a.close();
+    }
+  });
+
+  it('stops listening while every subscription rests, and listens again when one waits for appends', async () => {
+    const a = await ctx.openStore();
+    const b = await ctx.openStore({ schema: a.schema });
+    const idle = await a.subscribe('resting_v1', { filter: { streamPrefixes: ['nobody-'] }, from: 'end' });
+    const idleLoop = (async () => {
+      for await (const m of idle)
+        if (m.kind === 'events') throw new Error('the idle subscription got events');
+    })();
+    let appending = true;
+    let appended = 0;
+    // Another process appends all the time: at every polling tick the idle subscription finds only
+    // events its filter leaves out and rests until the next, so nothing waits for appends.
+    const appender = (async () => {
+      while (appending) {
+        await b.append(`busy-${appended++}`, [{ type: 't', data: null }]);
+        await new Promise((resolve) => setTimeout(resolve, 5));
+      }
+    })();
+    let live: Subscription | undefined;
+    try {
+      await until(() => a.listening, { message: 'the LISTEN connection' });
+      await until(() => !a.listening, { message: 'UNLISTEN while every subscription rests' });
+      const unlistenedAt = appended;
+      await until(() => appended >= unlistenedAt + 20, { message: '20 more appends' });
+      assert.equal(a.listening, false, 'still not listening while the appends go on');
+      appending = false;
+      await appender;
+
+      // A subscription at the head of a quiet log waits for appends: LISTEN again.
+      live = await a.subscribe('live_again_v1', { filter: { streamPrefixes: ['busy-'] }, from: 'end' });
+      const it = live[Symbol.asyncIterator]();
+      const first = await it.next();
+      assert.ok(!first.done && first.value.kind === 'caught_up');
+      await until(() => a.listening, { message: 'LISTEN again for the waiting subscription' });
+      const r = await b.append('busy-last', [{ type: 't', data: null }]);
+      const next = await it.next();
+      assert.ok(!next.done && next.value.kind === 'events');
+      assert.deepEqual(
+        next.value.events.map((e) => e.position),
+        [r.lastPosition],
+      );
+    } finally {
+      appending = false;
+      await appender;
+      await live?.close();
+      await idle.close();
+      await idleLoop;
+      await b.close();
       await a.close();
     }
   });
