@@ -1,8 +1,10 @@
+import { fork, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import type { EventStore } from '../../core/eventStore.js';
 import type { Subscription } from '../../core/subscription.js';
 import { openPostgresStore } from '../../postgres/index.js';
 import { openSqliteStore } from '../../sqlite/index.js';
+import type { AppenderCommand, AppenderMessage } from '../appenderChild.js';
 import { writeBulkLog } from '../bulkLog.js';
 import { baselineRow, round, row, type Timed } from '../measure.js';
 import type { BenchRow, Scenario, ScenarioContext } from '../types.js';
@@ -15,13 +17,13 @@ const APPENDERS = 16;
 /** A filter that matches no event of the workload (its streams are `invoice-*`). */
 const nothing = (i: number) => ({ streamPrefixes: [`idle-${i}-`] });
 
-interface Appended extends Timed {
+export interface Appended extends Timed {
   /** CPU time of this process (user + system) while appending, in ms. */
   cpuMs: number;
 }
 
 /** Appends for `ms` with `APPENDERS` callers of one event each; counts the events and this process's CPU. */
-async function appendFor(store: EventStore, ms: number, from: number): Promise<Appended> {
+export async function appendFor(store: EventStore, ms: number, from: number): Promise<Appended> {
   const cpu = process.cpuUsage();
   const start = process.hrtime.bigint();
   const deadline = Date.now() + ms;
@@ -37,6 +39,72 @@ async function appendFor(store: EventStore, ms: number, from: number): Promise<A
   const used = process.cpuUsage(cpu);
   const events = next - from;
   return { events, seconds, eventsPerSec: events / seconds, cpuMs: (used.user + used.system) / 1000 };
+}
+
+/** Where the scenario's store is, for a process of its own to open it too. */
+interface StoreLocation {
+  kind: 'sqlite' | 'postgres';
+  /** The SQLite file, or the PostgreSQL connection string. */
+  location: string;
+}
+
+/**
+ * Appends for `ms` from a child process (appenderChild.ts) to the store at `where`, as `appendFor`
+ * does here; answers what it appended and the CPU this process used meanwhile.
+ */
+async function appendsApart(
+  where: StoreLocation,
+  ms: number,
+  from: number,
+): Promise<Appended & { hereCpuMs: number; hereSeconds: number }> {
+  // A sibling module: the .ts source under tsx (the child inherits the bench's loader), else the .js file.
+  const ext = import.meta.url.endsWith('.ts') ? 'ts' : 'js';
+  const child: ChildProcess = fork(
+    new URL(`../appenderChild.${ext}`, import.meta.url),
+    [where.kind, where.location],
+    {
+      stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
+    },
+  );
+  let stderr = '';
+  child.stderr?.on('data', (c: Buffer) => (stderr = (stderr + c.toString()).slice(-4000)));
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  const send = (m: AppenderCommand): void => void child.send(m);
+  try {
+    const messages: AppenderMessage[] = [];
+    let heard: (() => void) | undefined;
+    child.on('message', (m: AppenderMessage) => {
+      messages.push(m);
+      heard?.();
+    });
+    const next = async (): Promise<AppenderMessage> => {
+      while (messages.length === 0) {
+        await Promise.race([
+          new Promise<void>((resolve) => (heard = resolve)),
+          exited.then((code) => {
+            throw new Error(`${NAME}: appender process exited (${code}): ${stderr}`);
+          }),
+        ]);
+      }
+      const m = messages.shift()!;
+      if (m.kind === 'error') throw new Error(`${NAME}: appender process: ${m.message}`);
+      return m;
+    };
+    await next();
+    const cpu = process.cpuUsage();
+    const start = process.hrtime.bigint();
+    send({ kind: 'go', ms, from });
+    const done = await next();
+    const used = process.cpuUsage(cpu);
+    const hereSeconds = Number(process.hrtime.bigint() - start) / 1e9;
+    if (done.kind !== 'done') throw new Error(`${NAME}: appender process said ${done.kind}`);
+    return { ...done, hereCpuMs: (used.user + used.system) / 1000, hereSeconds };
+  } finally {
+    if (child.connected) send({ kind: 'close' });
+    const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+    await exited;
+    clearTimeout(timer);
+  }
 }
 
 /** Subscribes `count` idle subscriptions from the start and pulls their messages until closed. */
@@ -72,7 +140,12 @@ async function idleSubscriptions(
  * The CPU the idle subscriptions cost while appends run at full speed: this process's CPU with them,
  * less its CPU without them scaled to the same number of events, as a share of one core.
  */
-async function idleCost(ctx: ScenarioContext, label: string, store: EventStore): Promise<BenchRow[]> {
+async function idleCost(
+  ctx: ScenarioContext,
+  label: string,
+  store: EventStore,
+  where: StoreLocation,
+): Promise<BenchRow[]> {
   const head = await store.headPosition();
   const subscriptions = ctx.size(100, 100, 1);
   const ms = ctx.quick ? 1_000 : 10_000;
@@ -88,10 +161,15 @@ async function idleCost(ctx: ScenarioContext, label: string, store: EventStore):
   const catchUpSeconds = Number(process.hrtime.bigint() - started) / 1e9;
   ctx.log(`${NAME} (${label}): appends with ${subscriptions} idle subscriptions, ${ms} ms`);
   const withSubs = await appendFor(store, ms, head + appended);
+  appended += withSubs.events;
+  ctx.log(`${NAME} (${label}): another process appends beside ${subscriptions} idle subscriptions, ${ms} ms`);
+  const apart = await appendsApart(where, ms, head + appended);
   await Promise.all(idle.subs.map((s) => s.close()));
   await idle.done;
   const extraCpuMs = withSubs.cpuMs - without.cpuMs * (withSubs.events / without.events);
   const idlePercent = round((100 * Math.max(0, extraCpuMs)) / (withSubs.seconds * 1000), 1);
+  // Nothing else runs in this process meanwhile: its CPU is the subscriptions' own.
+  const apartPercent = round((100 * apart.hereCpuMs) / (apart.hereSeconds * 1000), 1);
   const base = baselineRow(
     NAME,
     `${label}: appends without subscriptions (${APPENDERS} callers, 1 event/call)`,
@@ -113,6 +191,13 @@ async function idleCost(ctx: ScenarioContext, label: string, store: EventStore):
         cpuPercent: round((100 * withSubs.cpuMs) / (withSubs.seconds * 1000), 1),
         catchUpSeconds: round(catchUpSeconds, 2),
       },
+    }),
+    row({
+      scenario: NAME,
+      shape: `${label}: the same ${subscriptions} idle subscriptions while another process appends (${APPENDERS} callers, 1 event/call); CPU of their process`,
+      measured: apart,
+      target: { text: 'idle subscriptions < 5% of one core', met: apartPercent < 5 },
+      extra: { idleSubscriptionsCpuPercent: apartPercent },
     }),
   ];
 }
@@ -153,8 +238,13 @@ async function listLag(
 }
 
 /** Both measurements on one store. */
-async function measure(ctx: ScenarioContext, label: string, store: EventStore): Promise<BenchRow[]> {
-  const rows = await idleCost(ctx, label, store);
+async function measure(
+  ctx: ScenarioContext,
+  label: string,
+  store: EventStore,
+  where: StoreLocation,
+): Promise<BenchRow[]> {
+  const rows = await idleCost(ctx, label, store, where);
   rows.push(await listLag(ctx, label, store, 1_000));
   rows.push(await listLag(ctx, label, store, 10_000));
   return rows;
@@ -175,15 +265,16 @@ export const idleSubscriptionsScenario: Scenario = {
     await writeBulkLog(path, n);
     const sqlite = await openSqliteStore({ path });
     try {
-      out.push(...(await measure(ctx, 'SQLite', sqlite)));
+      out.push(...(await measure(ctx, 'SQLite', sqlite, { kind: 'sqlite', location: path })));
     } finally {
       await sqlite.close();
     }
-    const pg = await openPostgresStore({ connectionString: await ctx.postgresDatabase() });
+    const url = await ctx.postgresDatabase();
+    const pg = await openPostgresStore({ connectionString: url });
     try {
       ctx.log(`${NAME}: appending ${n} events to PostgreSQL`);
       await populate(pg, n);
-      out.push(...(await measure(ctx, 'PostgreSQL', pg)));
+      out.push(...(await measure(ctx, 'PostgreSQL', pg, { kind: 'postgres', location: url })));
     } finally {
       await pg.close();
     }
