@@ -57,36 +57,41 @@ async function scanContract(store: Scanner): Promise<void> {
   assert.deepEqual([positions(page), page.through, page.head], [[], 50, 50]);
 }
 
-describe('scanPage: one read looks at no more than maxScan positions', () => {
-  it('memory', async () => {
-    const store = createMemoryStore();
-    try {
-      await scanContract(store);
-    } finally {
-      await store.close();
-    }
-  });
+/** `contract` on a new memory, SQLite and PostgreSQL store each. */
+function onEveryStore(title: string, contract: (store: Scanner & KeyScanner) => Promise<void>): void {
+  describe(title, () => {
+    it('memory', async () => {
+      const store = createMemoryStore();
+      try {
+        await contract(store);
+      } finally {
+        await store.close();
+      }
+    });
 
-  it('SQLite', async () => {
-    const dir = tempDir();
-    const store = await openSqliteStore({ path: dir.file('events.db') });
-    try {
-      await scanContract(store);
-    } finally {
-      await store.close();
-      await dir.cleanup();
-    }
-  });
+    it('SQLite', async () => {
+      const dir = tempDir();
+      const store = await openSqliteStore({ path: dir.file('events.db') });
+      try {
+        await contract(store);
+      } finally {
+        await store.close();
+        await dir.cleanup();
+      }
+    });
 
-  it('PostgreSQL', { skip: pg.skip }, async () => {
-    const store = await pg.openSharedStore();
-    try {
-      await scanContract(store);
-    } finally {
-      await store.close();
-    }
+    it('PostgreSQL', { skip: pg.skip }, async () => {
+      const store = await pg.openSharedStore();
+      try {
+        await contract(store);
+      } finally {
+        await store.close();
+      }
+    });
   });
-});
+}
+
+onEveryStore('scanPage: one read looks at no more than maxScan positions', scanContract);
 
 type KeyScanner = EventStore & Required<Pick<SubscriptionSource, 'scanKeys'>>;
 
@@ -107,36 +112,7 @@ async function keysContract(store: KeyScanner): Promise<void> {
   assert.deepEqual(await store.scanKeys(10, 5), { keys: [], through: 10, head: 10 });
 }
 
-describe('scanKeys: the keys of the positions after one', () => {
-  it('memory', async () => {
-    const store = createMemoryStore();
-    try {
-      await keysContract(store);
-    } finally {
-      await store.close();
-    }
-  });
-
-  it('SQLite', async () => {
-    const dir = tempDir();
-    const store = await openSqliteStore({ path: dir.file('events.db') });
-    try {
-      await keysContract(store);
-    } finally {
-      await store.close();
-      await dir.cleanup();
-    }
-  });
-
-  it('PostgreSQL', { skip: pg.skip }, async () => {
-    const store = await pg.openSharedStore();
-    try {
-      await keysContract(store);
-    } finally {
-      await store.close();
-    }
-  });
-});
+onEveryStore('scanKeys: the keys of the positions after one', keysContract);
 
 interface Read {
   after: number;
