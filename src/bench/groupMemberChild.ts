@@ -11,6 +11,7 @@ import { createConsumer, type Consumer } from '../consumer/index.js';
 import type { RecordedEvent } from '../core/event.js';
 import { openPostgresStore, postgresTarget } from '../postgres/index.js';
 import { pgEntityHandler } from './billing.js';
+import { runChild } from './childProcess.js';
 
 /**
  * What a member runs: `wait` waits 1 ms per event (a simulated remote call); `pg` upserts the event's
@@ -99,13 +100,4 @@ async function main(config: MemberConfig): Promise<void> {
   }
 }
 
-main(JSON.parse(process.argv[2]!) as MemberConfig).then(
-  () => {
-    if (process.connected) process.disconnect();
-  },
-  (err: unknown) => {
-    process.exitCode = 1;
-    tell({ kind: 'error', message: err instanceof Error ? (err.stack ?? err.message) : String(err) });
-    if (process.connected) process.disconnect();
-  },
-);
+runChild(() => main(JSON.parse(process.argv[2]!) as MemberConfig));

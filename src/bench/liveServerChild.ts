@@ -7,7 +7,8 @@
 // monotonic clock); on `close` it closes the server and the store and exits.
 import { startServer } from '../server/index.js';
 import { openSqliteStore } from '../sqlite/index.js';
-import { serveProducer, tellParent } from './pacedProducer.js';
+import { serveProducer } from './pacedProducer.js';
+import { runChild } from './childProcess.js';
 
 export type { ParentMessage, ServerChildMessage } from './pacedProducer.js';
 
@@ -20,13 +21,4 @@ async function main(path: string, total: number, rate: number): Promise<void> {
 }
 
 const [path, total, rate] = process.argv.slice(2);
-main(path!, Number(total), Number(rate)).then(
-  () => {
-    if (process.connected) process.disconnect();
-  },
-  (err: unknown) => {
-    process.exitCode = 1;
-    tellParent({ kind: 'error', message: err instanceof Error ? (err.stack ?? err.message) : String(err) });
-    if (process.connected) process.disconnect();
-  },
-);
+runChild(() => main(path!, Number(total), Number(rate)));

@@ -7,7 +7,8 @@
 // is acknowledged; on `close` it stops the relay, closes the store and exits.
 import { createJetStreamRelay } from '../nats/index.js';
 import { openSqliteStore } from '../sqlite/index.js';
-import { serveProducer, tellParent } from './pacedProducer.js';
+import { serveProducer } from './pacedProducer.js';
+import { runChild } from './childProcess.js';
 
 async function main(path: string, total: number, rate: number, nats: string, stream: string): Promise<void> {
   const store = await openSqliteStore({ path, durability: 'full' });
@@ -19,13 +20,4 @@ async function main(path: string, total: number, rate: number, nats: string, str
 }
 
 const [path, total, rate, nats, stream] = process.argv.slice(2);
-main(path!, Number(total), Number(rate), nats!, stream!).then(
-  () => {
-    if (process.connected) process.disconnect();
-  },
-  (err: unknown) => {
-    process.exitCode = 1;
-    tellParent({ kind: 'error', message: err instanceof Error ? (err.stack ?? err.message) : String(err) });
-    if (process.connected) process.disconnect();
-  },
-);
+runChild(() => main(path!, Number(total), Number(rate), nats!, stream!));

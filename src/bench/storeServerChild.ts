@@ -9,6 +9,7 @@ import type { EventStore } from '../core/eventStore.js';
 import { openPostgresStore } from '../postgres/index.js';
 import { startServer } from '../server/index.js';
 import { openSqliteStore } from '../sqlite/index.js';
+import { runChild } from './childProcess.js';
 
 /** What the child tells its parent. */
 export type StoreServerMessage = { kind: 'ready'; url: string } | { kind: 'error'; message: string };
@@ -39,13 +40,4 @@ async function main(kind: string, where: string): Promise<void> {
 }
 
 const [kind, where] = process.argv.slice(2);
-main(kind!, where!).then(
-  () => {
-    if (process.connected) process.disconnect();
-  },
-  (err: unknown) => {
-    process.exitCode = 1;
-    tell({ kind: 'error', message: err instanceof Error ? (err.stack ?? err.message) : String(err) });
-    if (process.connected) process.disconnect();
-  },
-);
+runChild(() => main(kind!, where!));
