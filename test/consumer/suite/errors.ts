@@ -109,7 +109,7 @@ export function describeErrorsAndGaps<Tx>(label: string, make: MakeTargetFixture
         let attempts = 0;
         const a = h.consumer({
           filter: { categories: ['invoice'] },
-          onError: { attempts: 5, initialDelayMs: 250, maxDelayMs: 250, then: 'dead-letter' },
+          onError: { attempts: 5, initialDelayMs: 500, maxDelayMs: 500, then: 'dead-letter' },
           handle: (e, ctx) => {
             attempts = ctx.attempt;
             if (e.stream === poisoned) throw new Error('poison');
@@ -125,14 +125,15 @@ export function describeErrorsAndGaps<Tx>(label: string, make: MakeTargetFixture
         });
         await a.stop();
         const p99 = (xs: number[]): number => [...xs].sort((x, y) => x - y)[Math.ceil(0.99 * xs.length) - 1]!;
-        // Four backoffs of 250 ms: with the transaction held through them, a B event appended during one
-        // would wait up to 250 ms.
+        // Four backoffs of 500 ms: with the transaction held through them, a B event appended during
+        // each would wait up to 500 ms, four of B's slowest events. The p99 of B's events during the
+        // retries (about 200 of them: among the four slowest) must stay under its normal p99 plus
+        // 50 ms; one stall of a loaded machine alone does not move it.
         assert.ok(during.length >= 20, `B appended ${during.length} events during A's retries`);
-        const worst = Math.max(...during);
         assert.ok(
-          worst < p99(normal) + 50,
-          `B's slowest event during A's retries took ${worst.toFixed(1)} ms (${during.length} events), ` +
-            `against its normal p99 ${p99(normal).toFixed(1)} ms (${normal.length} events)`,
+          p99(during) < p99(normal) + 50,
+          `B's p99 during A's retries was ${p99(during).toFixed(1)} ms (${during.length} events, slowest ` +
+            `${Math.max(...during).toFixed(1)} ms), against its normal p99 ${p99(normal).toFixed(1)} ms (${normal.length} events)`,
         );
       }));
 
