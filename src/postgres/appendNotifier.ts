@@ -80,8 +80,8 @@ export class AppendNotifier {
         await client.query(`${on ? 'LISTEN' : 'UNLISTEN'} "${this.options.channel}"`);
         if (this.client !== client) return;
         this.listening = on;
-        // Commits made while nobody listened produced no notification we heard: read the head once.
-        if (on) this.observe(await this.options.readHead());
+        // Commits made while nobody listened produced no notification we heard.
+        if (on) this.readHeadOnce();
       })
       .catch(() => {
         // A connection that cannot LISTEN is made again (see `connect`).
@@ -129,14 +129,18 @@ export class AppendNotifier {
         this.reconnectDelay = 50;
         this.stopPolling();
         if (this.wanted) this.apply(client);
-        // Commits made while the connection was down: read the head once.
-        else
-          this.options
-            .readHead()
-            .then((head) => this.observe(head))
-            .catch(() => undefined);
+        // Commits made while the connection was down.
+        else this.readHeadOnce();
       })
       .catch(fail);
+  }
+
+  /** Reads the head once, so that listeners hear commits no notification told of. */
+  private readHeadOnce(): void {
+    this.options
+      .readHead()
+      .then((head) => this.observe(head))
+      .catch(() => undefined);
   }
 
   private scheduleReconnect(): void {

@@ -1,7 +1,77 @@
 // The shared safety-net check for retrying dead letters: one probe answers every open consumer.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import type { EventStore } from '../../src/core/eventStore.js';
+import { createMemoryStore } from '../../src/memory/memoryStore.js';
+import { openSqliteStore } from '../../src/sqlite/sqliteStore.js';
 import { RetryingProbe } from '../../src/subscriptions/retryingProbe.js';
+import type { SubscriptionStateBackend } from '../../src/subscriptions/stateBackend.js';
+import { pgTestContext } from '../postgres/pgFixtures.js';
+import { tempDir } from '../support/tempDir.js';
+
+const pg = await pgTestContext();
+
+/** The backend's probe names exactly the consumers with a `retrying` dead letter. */
+async function probeContract(store: EventStore): Promise<void> {
+  // The store's own state backend, as its subscription service asks it.
+  const backend = (store as unknown as { subscriptions: { backend: SubscriptionStateBackend } }).subscriptions
+    .backend;
+  assert.equal(
+    typeof backend.retryingConsumers,
+    'function',
+    'the backend answers for many consumers at once',
+  );
+  await store.append('invoice-1', [{ type: 't', data: null }]);
+  for (const name of ['parked_v1', 'retried_v1', 'clean_v1']) {
+    const sub = await store.subscribe(name);
+    const it = sub[Symbol.asyncIterator]();
+    const first = await it.next();
+    assert.ok(!first.done && first.value.kind === 'events');
+    if (name !== 'clean_v1') await sub.park(1, { reason: 'poison' });
+    else await sub.ack(1);
+    await sub.close();
+  }
+  assert.deepEqual(
+    await backend.retryingConsumers!(['parked_v1', 'retried_v1', 'clean_v1', 'unknown_v1']),
+    [],
+  );
+  await store.deadLetters.retry('retried_v1', { stream: 'invoice-1' });
+  assert.deepEqual(await backend.retryingConsumers!(['parked_v1', 'retried_v1', 'clean_v1', 'unknown_v1']), [
+    'retried_v1',
+  ]);
+  assert.deepEqual(await backend.retryingConsumers!(['parked_v1']), []);
+}
+
+describe('retryingConsumers (the state backends)', () => {
+  it('memory', async () => {
+    const store = createMemoryStore();
+    try {
+      await probeContract(store);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('SQLite', async () => {
+    const dir = tempDir();
+    const store = await openSqliteStore({ path: dir.file('events.db') });
+    try {
+      await probeContract(store);
+    } finally {
+      await store.close();
+      await dir.cleanup();
+    }
+  });
+
+  it('PostgreSQL', { skip: pg.skip }, async () => {
+    const store = await pg.openStore();
+    try {
+      await probeContract(store);
+    } finally {
+      await store.close();
+    }
+  });
+});
 
 describe('RetryingProbe', () => {
   it('asks once for every open consumer, and answers each from that', async () => {
