@@ -90,11 +90,16 @@ export class RemoteEventStore implements EventStore {
     return traceAppend(stream, eventCount(events), () => this.appendNow(stream, events, options));
   }
 
-  private async appendNow(stream: string, events: NewEvent[], options: AppendOptions): Promise<AppendResult> {
-    this.assertOpen();
-    const prepared = prepareAppend(stream, events, NO_LIMITS);
-    const expectedVersion = appendExpectation(options);
-    return this.appends.append(stream, prepared, expectedVersion);
+  // Not `async`: returning the coalescer's promise itself saves a promise and two ticks per append.
+  private appendNow(stream: string, events: NewEvent[], options: AppendOptions): Promise<AppendResult> {
+    try {
+      this.assertOpen();
+      const prepared = prepareAppend(stream, events, NO_LIMITS);
+      const expectedVersion = appendExpectation(options);
+      return this.appends.append(stream, prepared, expectedVersion);
+    } catch (err) {
+      return Promise.reject(err instanceof Error ? err : new Error(String(err)));
+    }
   }
 
   async *readStream(stream: string, options: ReadStreamOptions = {}): AsyncGenerator<RecordedEvent> {
