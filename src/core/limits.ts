@@ -10,6 +10,19 @@ export interface StoreLimits {
 
 export const DEFAULT_LIMITS: StoreLimits = { maxEventBytes: 1024 * 1024, maxAppendEvents: 5000 };
 
+/**
+ * Internal: a store that checks every append against its `StoreLimits` before it does anything else
+ * with the events (the built-in stores without `encrypt`, which seals the events first) returns those
+ * limits under this key, and null otherwise. A server on such a store, whose own limits are no
+ * stricter, leaves the check to the store instead of running it twice per append.
+ */
+export const CHECKS_APPENDS_FIRST: unique symbol = Symbol.for('idem.checksAppendsFirst');
+
+/** A store that may say how it checks appends (`CHECKS_APPENDS_FIRST`). */
+export interface ChecksAppendsFirst {
+  readonly [CHECKS_APPENDS_FIRST]?: StoreLimits | null;
+}
+
 /** A store's `limits` option checked for unknown keys (the defaults name every one), with the defaults filled in. */
 export function resolveStoreLimits(limits: Partial<StoreLimits> | undefined): StoreLimits {
   checkKnownKeys(limits, DEFAULT_LIMITS, 'limits');

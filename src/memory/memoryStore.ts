@@ -13,7 +13,7 @@ import { appendExpectation, satisfies } from '../core/expectedVersion.js';
 import { WrongExpectedVersionError } from '../core/errors.js';
 import { matchesFilter, normalizeFilter, type EventFilter } from '../core/filter.js';
 import { resolveIdempotentAppend, type ExistingEvent } from '../core/idempotency.js';
-import { resolveStoreLimits, type StoreLimits } from '../core/limits.js';
+import { CHECKS_APPENDS_FIRST, resolveStoreLimits, type StoreLimits } from '../core/limits.js';
 import type { MigrationStatus } from '../core/migrationStatus.js';
 import { isPastBound, parseHistoryBound } from '../core/history.js';
 import { compileUpcasters, type UpcastEvents, type Upcasters } from '../core/upcasters.js';
@@ -69,6 +69,11 @@ export class MemoryEventStore implements EventStore {
   private readonly subscriptions = new SubscriptionService(this, new MemorySubscriptionState());
   readonly consumers: ConsumerAdmin = this.subscriptions.consumers;
   readonly deadLetters: DeadLetterAdmin = this.subscriptions.deadLetters;
+
+  /** Internal: appends are checked against `limits` before anything else (see `CHECKS_APPENDS_FIRST`). */
+  get [CHECKS_APPENDS_FIRST](): StoreLimits | null {
+    return this.limits;
+  }
 
   constructor(options: MemoryStoreOptions = {}) {
     checkKnownKeys(options, MEMORY_STORE_OPTION_KEYS, '');

@@ -13,7 +13,7 @@ import { checkKnownKeys, type KnownKeys } from '../core/knownKeys.js';
 import type { AppendResult, NewEvent, RecordedEvent } from '../core/event.js';
 import { ClosedError, InvalidInputError, StoreNotFoundError } from '../core/errors.js';
 import { filterKey, normalizeFilter, type EventFilter } from '../core/filter.js';
-import { resolveStoreLimits, type StoreLimits } from '../core/limits.js';
+import { CHECKS_APPENDS_FIRST, resolveStoreLimits, type StoreLimits } from '../core/limits.js';
 import { migrationStatus, type MigrationStatus } from '../core/migrationStatus.js';
 import { readPages, tablePage } from '../core/readPages.js';
 import { boundedPage, parseHistoryBound } from '../core/history.js';
@@ -187,6 +187,11 @@ export class PostgresEventStore implements EventStore {
   readonly deadLetters: DeadLetterAdmin;
 
   /** Use `openPostgresStore`, which also loads `pg` and migrates the schema. */
+  /** Internal: appends are checked against `limits` before anything else (see `CHECKS_APPENDS_FIRST`). */
+  get [CHECKS_APPENDS_FIRST](): StoreLimits | null {
+    return this.cipher === null ? this.limits : null;
+  }
+
   constructor(
     /** The pool every statement runs on. */
     readonly pool: Pool,

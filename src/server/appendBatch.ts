@@ -21,6 +21,8 @@ export type AppendOutcome = AppendResult | { error: WireError };
 export interface AppendDeps {
   store: EventStore;
   limits: ServerLimits;
+  /** False when the store's own check of each append is the server's (see `precheckAppends`). */
+  precheckAppends: boolean;
   metrics: ServerMetrics;
 }
 
@@ -31,8 +33,9 @@ export async function appendChecked(
   body: { events: unknown[]; expectedVersion?: AppendOptions['expectedVersion'] },
 ): Promise<AppendResult> {
   // Checked here against the server's own limits too, before the store sees anything: an encrypted
-  // store seals the events (calling the subject function, creating keys) before its own check.
-  prepareAppend(stream, body.events, deps.limits);
+  // store seals the events (calling the subject function, creating keys) before its own check. A
+  // store that checks first, against the same or stricter limits, answers exactly as this would.
+  if (deps.precheckAppends) prepareAppend(stream, body.events, deps.limits);
   const options: AppendOptions = {};
   if (body.expectedVersion !== undefined) options.expectedVersion = body.expectedVersion;
   const result = await deps.store.append(stream, body.events as NewEvent[], options);

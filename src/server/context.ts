@@ -1,7 +1,7 @@
 /** What the route modules share: the store, the limits, the metrics, and the request's principal. */
 import type { ConsumerTarget } from '../core/consumerTarget.js';
 import type { EventStore } from '../core/eventStore.js';
-import type { StoreLimits } from '../core/limits.js';
+import { CHECKS_APPENDS_FIRST, type ChecksAppendsFirst, type StoreLimits } from '../core/limits.js';
 import type { LagHistory } from './lagHistory.js';
 import type { ServerMetrics } from './metrics.js';
 import type { Principal, Scope, TokenRegistry } from './tokens.js';
@@ -38,6 +38,18 @@ export interface ServerLimits extends StoreLimits {
   maxSendBufferBytes: number;
 }
 
+/**
+ * Whether the server must check each append against its own limits before handing it to `store`:
+ * unless the store checks every append first (`CHECKS_APPENDS_FIRST`) against limits no looser than
+ * the server's, in which case the store's check gives the same answer and the server's would only
+ * run the same work twice.
+ */
+export function precheckAppends(store: EventStore, limits: StoreLimits): boolean {
+  const own = (store as ChecksAppendsFirst)[CHECKS_APPENDS_FIRST];
+  if (own === undefined || own === null) return true;
+  return own.maxEventBytes > limits.maxEventBytes || own.maxAppendEvents > limits.maxAppendEvents;
+}
+
 export const DEFAULT_SERVER_LIMITS: ServerLimits = {
   maxEventBytes: 1024 * 1024,
   maxAppendEvents: 5000,
@@ -55,6 +67,8 @@ export const DEFAULT_SERVER_LIMITS: ServerLimits = {
 export interface RouteContext {
   store: EventStore;
   limits: ServerLimits;
+  /** Appends are checked against `limits` before the store sees them (see `precheckAppends`). */
+  precheckAppends: boolean;
   metrics: ServerMetrics;
   tokens: TokenRegistry;
   lagHistory: LagHistory;

@@ -9,7 +9,7 @@ import { checkKnownKeys, type KnownKeys } from '../core/knownKeys.js';
 import type { ConsumerTarget } from '../core/consumerTarget.js';
 import type { EventStore } from '../core/eventStore.js';
 import { errorFor, requireScope } from './access.js';
-import { DEFAULT_SERVER_LIMITS, type RouteContext, type ServerLimits } from './context.js';
+import { DEFAULT_SERVER_LIMITS, precheckAppends, type RouteContext, type ServerLimits } from './context.js';
 import { clientErrorHandler, errorBody, rawErrorResponse, statusForCode, toIdemError } from './httpErrors.js';
 import { nestsDeeperThan } from './jsonDepth.js';
 import { OriginPolicy } from './origins.js';
@@ -124,6 +124,7 @@ export async function createServer(options: ServerOptions): Promise<IdemServer> 
   const ctx: RouteContext = {
     store,
     limits,
+    precheckAppends: precheckAppends(store, limits),
     metrics,
     tokens,
     lagHistory,
@@ -302,6 +303,7 @@ export async function createServer(options: ServerOptions): Promise<IdemServer> 
       const conn = new AppendConnection(socket, req.principal, {
         store,
         limits,
+        precheckAppends: ctx.precheckAppends,
         metrics,
         heartbeatMs,
         silenceMs,

@@ -16,7 +16,7 @@ import type { AppendResult, NewEvent, RecordedEvent } from '../core/event.js';
 import { ClosedError, InvalidInputError, StoreNotFoundError } from '../core/errors.js';
 import { appendExpectation } from '../core/expectedVersion.js';
 import { filterKey, normalizeFilter, type EventFilter } from '../core/filter.js';
-import { resolveStoreLimits, type StoreLimits } from '../core/limits.js';
+import { CHECKS_APPENDS_FIRST, resolveStoreLimits, type StoreLimits } from '../core/limits.js';
 import { migrationStatus, type MigrationStatus } from '../core/migrationStatus.js';
 import { readPages, tablePage } from '../core/readPages.js';
 import { boundedPage, parseHistoryBound } from '../core/history.js';
@@ -140,6 +140,11 @@ export class SqliteEventStore implements EventStore {
   private readonly subscriptions: SubscriptionService;
   readonly consumers: ConsumerAdmin;
   readonly deadLetters: DeadLetterAdmin;
+
+  /** Internal: appends are checked against `limits` before anything else (see `CHECKS_APPENDS_FIRST`). */
+  get [CHECKS_APPENDS_FIRST](): StoreLimits | null {
+    return this.cipher === null ? this.limits : null;
+  }
 
   constructor(options: SqliteStoreOptions) {
     if (options === undefined) throw new InvalidInputError('options', 'must be an object');

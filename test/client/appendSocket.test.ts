@@ -150,8 +150,12 @@ describe('remote store: appends over the append socket', () => {
         peer.send({ type: 'appends', req: 1, appends: Array.from({ length: 1001 }, () => append) });
         peer.send({ type: 'appends', req: 2, appends: [] });
         peer.send({ type: 'appends', req: 3, appends: [append], extra: true });
+        peer.send({ type: 'append', req: 5, appends: [append] });
+        peer.send({ type: 'appends', req: 6, appends: append });
         const errors = await Promise.all(
-          [1, 2, 3].map((req) => peer.waitFor((m) => m.type === 'error' && m.req === req, `error ${req}`)),
+          [1, 2, 3, 5, 6].map((req) =>
+            peer.waitFor((m) => m.type === 'error' && m.req === req, `error ${req}`),
+          ),
         );
         assert.deepEqual(
           errors.map((m) => [(m.error as IdemError).code, (m.error as IdemError).details.field]),
@@ -159,17 +163,19 @@ describe('remote store: appends over the append socket', () => {
             ['invalid_input', 'appends'],
             ['invalid_input', 'appends'],
             ['invalid_input', 'extra'],
+            ['invalid_input', 'type'],
+            ['invalid_input', 'appends'],
           ],
         );
         assert.equal(await f.store.streamVersion(append.stream), 0, 'a refused frame writes nothing');
         peer.send({ type: 'appends', req: 4, appends: [append] });
         await peer.waitFor((m) => m.type === 'results' && m.req === 4, 'results 4');
-        assert.deepEqual(await frameMetrics(f), { frames: { error: 3, results: 1 }, open: 1 });
+        assert.deepEqual(await frameMetrics(f), { frames: { error: 5, results: 1 }, open: 1 });
         peer.socket.send('{"type":"appends","appends":[]}');
         await peer.waitFor(() => peer.closeCode !== null, 'close');
         assert.equal(peer.closeCode, 1008);
         assert.match(peer.closeReason, /^invalid_input: req: /);
-        assert.deepEqual((await frameMetrics(f)).frames, { error: 3, results: 1, closed: 1 });
+        assert.deepEqual((await frameMetrics(f)).frames, { error: 5, results: 1, closed: 1 });
       } finally {
         await peer.close();
       }
