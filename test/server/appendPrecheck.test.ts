@@ -84,9 +84,11 @@ describe('appends through the server', () => {
     const fixture = await startTestServer({ storeLimits: { maxEventBytes: 2000 } });
     const viaSocket = connect(fixture.url);
     try {
-      let direct: unknown;
-      await fixture.store.append('s-1', [event(5000)]).catch((err: unknown) => (direct = err));
-      assert.ok(isIdemError(direct));
+      const direct = await fixture.store.append('s-1', [event(5000)]).then(
+        () => assert.fail('the store accepted an event over its limit'),
+        (err: unknown) => err,
+      );
+      if (!isIdemError(direct)) assert.fail(`not an IdemError: ${String(direct)}`);
       await assert.rejects(viaSocket.append('s-1', [event(5000)]), (err: unknown) => {
         assert.ok(isIdemError(err));
         assert.equal(err.code, direct.code);
