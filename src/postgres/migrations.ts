@@ -157,6 +157,14 @@ export const EVENT_STORE_MIGRATIONS: PostgresMigration[] = [
       ${appendOneSql(s, schema, true)}
     `,
   },
+  {
+    // A group whose every append is written (the common group) is decided and written in one
+    // statement instead of about a dozen (see wholeGroupSql). Same signature and outcomes, so a
+    // process still running older code keeps working.
+    version: 12,
+    name: 'append_batch writes a whole group in one statement',
+    sql: (s, schema) => appendBatchSql(s, schema, true, true),
+  },
 ];
 
 export interface MigrationTarget {
@@ -237,9 +245,10 @@ export async function currentVersion(
 
 /**
  * `append_batch` (migration 3; `hashed`: migration 11, which also writes `stream_hash`, computed once
- * per append instead of per event by a generated column). `hashed: false` is migration 3's text.
+ * per append instead of per event by a generated column; `whole`: migration 12, see
+ * `wholeGroupSql`). `hashed: false` is migration 3's text, `whole: false` migration 11's.
  */
-function appendBatchSql(s: string, schema: string, hashed: boolean): string {
+function appendBatchSql(s: string, schema: string, hashed: boolean, whole = false): string {
   return `
       -- Several appends in one statement and one transaction (the store groups concurrent appends).
       -- The head row lock is taken first and held until commit: positions are handed out in commit
@@ -260,7 +269,7 @@ function appendBatchSql(s: string, schema: string, hashed: boolean): string {
       ) RETURNS TABLE (outcome text, version integer, first_position bigint, last_position bigint)
       LANGUAGE plpgsql AS $fn$
       DECLARE
-        n_app     integer := coalesce(cardinality(p_streams), 0);
+        n_app     integer := coalesce(cardinality(p_streams), 0);${whole ? '\n        n_ev      integer := coalesce(cardinality(p_ids), 0);' : ''}
         v_head    bigint;
         v_start   bigint;
         v_now     timestamptz;
@@ -279,7 +288,10 @@ function appendBatchSql(s: string, schema: string, hashed: boolean): string {
         n         integer;
         v_cur     integer;
         v_exp     text;${hashed ? '\n        v_hash    bigint[];  -- per append: stream_hash of its stream' : ''}
-      BEGIN
+      BEGIN${
+        whole
+          ? wholeGroupSql(s, schema)
+          : `
         SELECT h.position INTO v_head FROM ${s}.head h WHERE h.id FOR UPDATE;
         v_now := clock_timestamp();
         IF n_app = 0 THEN
@@ -288,7 +300,8 @@ function appendBatchSql(s: string, schema: string, hashed: boolean): string {
         IF cardinality(p_expected) <> n_app OR cardinality(p_counts) <> n_app THEN
           RAISE EXCEPTION 'append_batch: % streams, % expected versions, % counts',
             n_app, cardinality(p_expected), cardinality(p_counts);
-        END IF;
+        END IF;`
+      }
 
         SELECT array_agg(c.a ORDER BY c.a, g.k), array_agg(g.k ORDER BY c.a, g.k)
           INTO v_app, v_k
@@ -390,6 +403,72 @@ function appendBatchSql(s: string, schema: string, hashed: boolean): string {
       END
       $fn$;
     `;
+}
+
+/**
+ * The start of migration 12's `append_batch`. Its earlier text decides the appends one by one in a
+ * PL/pgSQL loop, about a dozen statements whatever the call holds (500 µs for 16 single-event
+ * appends, by `pg_stat_user_functions`). The common call, a group whose every append is written (no
+ * stored or repeated id, every expected version met, counting the earlier appends of the call to
+ * the same stream), is instead decided and written by one statement after the head row's update,
+ * which takes the allocator's lock and the positions of all the call's events at once, as
+ * `append_one` does. When one append would not be written, that statement writes nothing; the head
+ * is put back and the loop below decides each append as before, under the same lock.
+ */
+function wholeGroupSql(s: string, schema: string): string {
+  return `
+        IF n_app = 0 THEN
+          RETURN;
+        END IF;
+        IF cardinality(p_expected) <> n_app OR cardinality(p_counts) <> n_app THEN
+          RAISE EXCEPTION 'append_batch: % streams, % expected versions, % counts',
+            n_app, cardinality(p_expected), cardinality(p_counts);
+        END IF;
+        UPDATE ${s}.head h SET position = h.position + n_ev WHERE h.id RETURNING h.position - n_ev INTO v_head;
+        v_now := clock_timestamp();
+
+        -- Per append w: its events' place in the call (before: the events of earlier appends) and
+        -- its stream's version before it (base: stored, plus the earlier appends to the stream).
+        IF cardinality(p_types) = n_ev AND cardinality(p_data) = n_ev AND cardinality(p_metadata) = n_ev THEN
+          RETURN QUERY
+            WITH w AS MATERIALIZED (
+              SELECT u.a, u.s, u.n, u.e, ${s}.stream_hash(u.s) AS hash,
+                     sum(u.n) OVER (ORDER BY u.a) - u.n AS before,
+                     coalesce((SELECT max(x.version) FROM ${s}.events x WHERE x.stream = u.s), 0)
+                       + coalesce(sum(u.n) OVER (PARTITION BY u.s ORDER BY u.a
+                                                 ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS base
+                FROM unnest(p_streams, p_expected, p_counts) WITH ORDINALITY AS u(s, e, n, a)
+            ),
+            chk AS MATERIALIZED (
+              SELECT bool_and(w.n > 0 AND (w.e = 'any'
+                                           OR (w.e = 'no_stream' AND w.base = 0)
+                                           OR (w.e = 'stream_exists' AND w.base > 0)
+                                           OR (w.e ~ '^[0-9]+$' AND w.base::numeric = w.e::numeric)))
+                     AND sum(w.n) = n_ev
+                     AND NOT EXISTS (SELECT 1 FROM unnest(p_ids) AS d(id)
+                                       CROSS JOIN LATERAL (SELECT 1 FROM ${s}.events x WHERE x.id = d.id LIMIT 1) AS hit)
+                     AND (SELECT count(DISTINCT d.id) FROM unnest(p_ids) AS d(id)) = n_ev AS ok
+                FROM w
+            ),
+            ins AS (
+              INSERT INTO ${s}.events (position, id, stream, version, type, data, metadata, recorded_at, stream_hash)
+              SELECT v_head + w.before + g.k, ev.id, w.s, w.base + g.k, ev.type, ev.data::json, ev.metadata::json, v_now, w.hash
+                FROM chk, w CROSS JOIN LATERAL generate_series(1, w.n) AS g(k)
+                JOIN unnest(p_ids, p_types, p_data, p_metadata) WITH ORDINALITY AS ev(id, type, data, metadata, at)
+                  ON ev.at = w.before + g.k
+               WHERE chk.ok
+               ORDER BY 1
+            )
+            SELECT 'ok'::text, (w.base + w.n)::integer, (v_head + w.before + 1)::bigint, (v_head + w.before + w.n)::bigint
+              FROM chk, w
+             WHERE chk.ok
+             ORDER BY w.a;
+          IF FOUND THEN
+            PERFORM pg_notify('${appendChannel(schema)}', (v_head + n_ev)::text);
+            RETURN;
+          END IF;
+        END IF;
+        UPDATE ${s}.head h SET position = v_head WHERE h.id;`;
 }
 
 /** `append_one` (migration 4; `hashed`: migration 11, as `appendBatchSql`). `hashed: false` is migration 4's text. */

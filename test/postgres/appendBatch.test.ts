@@ -3,8 +3,10 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { describe, it } from 'node:test';
+import fc from 'fast-check';
 import pg from 'pg';
 import { isIdemError, WrongExpectedVersionError } from '../../src/core/errors.js';
+import { streamHash } from '../../src/core/streamHash.js';
 import type { AppendResult, NewEvent } from '../../src/core/event.js';
 import { openPostgresStore } from '../../src/postgres/index.js';
 import { runPgMigrations } from '../../src/postgres/migrations.js';
@@ -133,6 +135,121 @@ describe('append_batch: several appends decided in one call', { skip: ctx.skip }
       assert.deepEqual(got, [wrong(2), exists]);
       assert.equal(await store.headPosition(), 2);
       assert.deepEqual(await appendBatch(store, []), []);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('writes a group whose every append passes in one go: positions, versions, hashes', async () => {
+    const store = await ctx.openSharedStore();
+    try {
+      const [s1, s2] = [randomStream(), randomStream()];
+      await appendBatch(store, [{ stream: s2, expected: 'any', ids: ids(2) }]);
+      const head = await store.headPosition();
+      const got = await appendBatch(store, [
+        { stream: s1, expected: 'no_stream', ids: ids(2) },
+        { stream: s2, expected: '2', ids: ids(1) },
+        { stream: s1, expected: '2', ids: ids(3) }, // counts the first append of the call
+        { stream: s2, expected: 'stream_exists', ids: ids(1) },
+        { stream: s1, expected: 'any', ids: ids(1) },
+      ]);
+      assert.deepEqual(got, [
+        ok(2, head + 1, head + 2),
+        ok(3, head + 3, head + 3),
+        ok(5, head + 4, head + 6),
+        ok(4, head + 7, head + 7),
+        ok(6, head + 8, head + 8),
+      ]);
+      assert.equal(await store.headPosition(), head + 8);
+      const r = await store.pool.query<{
+        position: string;
+        stream: string;
+        version: number;
+        stream_hash: string;
+      }>(
+        `SELECT position, stream, version, stream_hash FROM ${quoteSchema(store.schema)}.events
+          WHERE position > $1 ORDER BY position`,
+        [head],
+      );
+      assert.deepEqual(
+        r.rows.map((e) => `${e.stream === s1 ? 's1' : 's2'}@${e.version}`),
+        ['s1@1', 's1@2', 's2@3', 's1@3', 's1@4', 's1@5', 's2@4', 's1@6'],
+      );
+      for (const e of r.rows) assert.equal(Number(e.stream_hash), streamHash(e.stream));
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('decides any group as the appends one after another would (property)', async () => {
+    const store = await ctx.openSharedStore();
+    try {
+      const stored = new Map<string, string[]>(); // stream -> its ids, in version order
+      const storedIds = new Set<string>();
+      const pool = ids(4); // ids that appends may share, within a call and across calls
+      const streams = [randomStream(), randomStream(), randomStream()];
+      const expectations = ['any', 'no_stream', 'stream_exists', '0', '1', '2', '3', '5'];
+      const appendArb = fc.record({
+        stream: fc.constantFrom(...streams),
+        // Mostly 'any', so that many groups pass whole (one statement) and some do not (the loop).
+        expected: fc.oneof({ weight: 4, arbitrary: fc.constant('any') }, fc.constantFrom(...expectations)),
+        // Mostly fresh ids; sometimes one shared by appends of the call (`call-*`, new to the log) or
+        // across calls (`pool`, stored by an earlier call once written).
+        ids: fc.uniqueArray(
+          fc.oneof(
+            { weight: 4, arbitrary: fc.constant('fresh') },
+            fc.constantFrom('call-a', 'call-b'),
+            fc.constantFrom(...pool),
+          ),
+          { minLength: 1, maxLength: 3, selector: (x) => (x === 'fresh' ? randomUUID() : x) },
+        ),
+      });
+      await fc.assert(
+        fc.asyncProperty(fc.array(appendArb, { minLength: 1, maxLength: 6 }), async (raw) => {
+          const shared = new Map([
+            ['call-a', randomUUID()],
+            ['call-b', randomUUID()],
+          ]);
+          const appends: Append[] = raw.map((a) => ({
+            ...a,
+            ids: a.ids.map((x) => (x === 'fresh' ? randomUUID() : (shared.get(x) ?? x))),
+          }));
+          // The model: each append decided in order, against the log and the earlier appends.
+          let head = await store.headPosition();
+          const written = new Set<string>();
+          const expected: Outcome[] = appends.map((a) => {
+            if (a.ids.some((id) => storedIds.has(id) || written.has(id))) return exists;
+            const current = stored.get(a.stream)?.length ?? 0;
+            const e = a.expected;
+            const pass =
+              e === 'any' ||
+              (e === 'no_stream' && current === 0) ||
+              (e === 'stream_exists' && current > 0) ||
+              Number(e) === current;
+            if (!pass) return wrong(current);
+            for (const id of a.ids) written.add(id);
+            stored.set(a.stream, [...(stored.get(a.stream) ?? []), ...a.ids]);
+            const first = head + 1;
+            head += a.ids.length;
+            return ok(current + a.ids.length, first, head);
+          });
+          assert.deepEqual(await appendBatch(store, appends), expected);
+          for (const id of written) storedIds.add(id);
+          assert.equal(await store.headPosition(), head);
+        }),
+        { numRuns: 100 },
+      );
+      // The log holds exactly what the model wrote, each stream's events in version order.
+      for (const stream of streams) {
+        const versions: string[] = [];
+        for await (const e of store.readStream(stream)) versions.push(e.id);
+        assert.deepEqual(versions, stored.get(stream) ?? []);
+      }
+      const log = await rows(store);
+      assert.deepEqual(
+        log.map((e) => e.position),
+        Array.from({ length: log.length }, (_, i) => i + 1),
+      );
     } finally {
       await store.close();
     }
