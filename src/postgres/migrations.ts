@@ -267,7 +267,7 @@ function appendBatchSql(s: string, schema: string, hashed: boolean, whole = fals
         p_streams text[], p_expected text[], p_counts integer[],
         p_ids uuid[], p_types text[], p_data text[], p_metadata text[]
       ) RETURNS TABLE (outcome text, version integer, first_position bigint, last_position bigint)
-      LANGUAGE plpgsql AS $fn$
+      LANGUAGE plpgsql${whole ? ' SET plan_cache_mode = force_generic_plan' : ''} AS $fn$
       DECLARE
         n_app     integer := coalesce(cardinality(p_streams), 0);${whole ? '\n        n_ev      integer := coalesce(cardinality(p_ids), 0);' : ''}
         v_head    bigint;
