@@ -76,6 +76,15 @@ interface QueuedAck {
   reject: (err: unknown) => void;
 }
 
+/** A lease renewal waiting to be stored with the others made in the same turn of the event loop. */
+interface QueuedRenewal {
+  name: string;
+  epoch: number;
+  ttlMs: number;
+  resolve: (result: RenewResult) => void;
+  reject: (err: unknown) => void;
+}
+
 const ACTIVE = `status IN ('parked', 'retrying')`;
 const LIVE = `(owner IS NOT NULL AND coalesce(lease_expires_at > now(), false))`;
 const TTL = (param: string): string => `now() + ${param}::bigint * interval '1 millisecond'`;
@@ -96,6 +105,10 @@ export class PostgresSubscriptionState implements SubscriptionStateBackend {
   private acks: QueuedAck[] = [];
   private acking = false;
   private readonly ackPump = new MicrotaskPump(() => void this.flushAcks());
+  /** Renewals waiting for the next `flushRenewals`, whether one is running, and whether one is due. */
+  private renewals: QueuedRenewal[] = [];
+  private renewing = false;
+  private renewDue = false;
 
   constructor(
     private readonly pool: Pool,
@@ -146,16 +159,62 @@ export class PostgresSubscriptionState implements SubscriptionStateBackend {
     }, this.retryOptions);
   }
 
-  async renew(name: string, epoch: number, ttlMs: number): Promise<RenewResult> {
-    const rows = await this.query<{ lease_expires_at: Date } & PauseColumns>(
-      `UPDATE ${this.c} SET lease_expires_at = ${TTL('$3')} WHERE name = $1 AND epoch = $2
-       RETURNING lease_expires_at, pause_reason, paused_at, paused_by`,
-      [name, epoch, ttlMs],
-    );
-    const row = rows[0];
-    return row
-      ? { ok: true, leaseExpiresAt: isoTime(row.lease_expires_at), pause: toPause(row) }
-      : this.fenced(name);
+  /**
+   * Renews the lease, with the renewals of the process's other subscriptions made in the same turn of
+   * the event loop (their heartbeats tick together: `AlignedInterval`): one statement for all of them
+   * (see `flushRenewals`) instead of one write transaction each.
+   */
+  renew(name: string, epoch: number, ttlMs: number): Promise<RenewResult> {
+    return new Promise<RenewResult>((resolve, reject) => {
+      this.renewals.push({ name, epoch, ttlMs, resolve, reject });
+      this.scheduleRenewals();
+    });
+  }
+
+  /** After the timers and I/O of this turn of the event loop, so that heartbeats ticking together share the statement. */
+  private scheduleRenewals(): void {
+    if (this.renewDue || this.renewing) return;
+    this.renewDue = true;
+    setImmediate(() => {
+      this.renewDue = false;
+      void this.flushRenewals();
+    });
+  }
+
+  /** Stores the queued renewals in one statement; each gets its lease or, when its epoch is not the stored one, `fenced`. */
+  private async flushRenewals(): Promise<void> {
+    if (this.renewing || this.renewals.length === 0) return;
+    this.renewing = true;
+    const batch = this.renewals;
+    this.renewals = [];
+    try {
+      const longest = new Map<string, QueuedRenewal>();
+      for (const r of batch) {
+        const key = `${r.epoch} ${r.name}`;
+        const seen = longest.get(key);
+        if (!seen || r.ttlMs > seen.ttlMs) longest.set(key, r);
+      }
+      const entries = [...longest.values()];
+      const rows = await this.query<{ name: string; epoch: string; lease_expires_at: Date } & PauseColumns>(
+        `WITH v AS (
+           SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS v(name, epoch, ttl))
+         UPDATE ${this.c} t SET lease_expires_at = ${TTL('v.ttl')}
+         FROM v WHERE t.name = v.name AND t.epoch = v.epoch
+         RETURNING t.name, t.epoch, t.lease_expires_at, t.pause_reason, t.paused_at, t.paused_by`,
+        [entries.map((r) => r.name), entries.map((r) => r.epoch), entries.map((r) => r.ttlMs)],
+      );
+      const renewed = new Map(rows.map((row) => [`${row.epoch} ${row.name}`, row]));
+      for (const r of batch) {
+        const row = renewed.get(`${r.epoch} ${r.name}`);
+        if (row === undefined) this.fenced(r.name).then(r.resolve, r.reject);
+        else r.resolve({ ok: true, leaseExpiresAt: isoTime(row.lease_expires_at), pause: toPause(row) });
+      }
+    } catch (err) {
+      for (const r of batch) r.reject(err);
+    } finally {
+      this.renewing = false;
+      if (this.renewals.length > 0) this.scheduleRenewals();
+    }
   }
 
   async release(name: string, epoch: number, failure?: FailureInfo): Promise<WriteResult> {

@@ -15,6 +15,7 @@ import { ReadAhead } from './readAhead.js';
 import type { Fenced, SubscriptionStateBackend } from './stateBackend.js';
 import type { ResolvedSubscribeOptions } from './subscribeOptions.js';
 import { scannedPage, type ScannedPage, type SubscriptionSource } from './subscriptionSource.js';
+import { AlignedInterval } from './heartbeat.js';
 import type { RetryingProbe } from './retryingProbe.js';
 import type { SharedTail } from './sharedTail.js';
 import { Wakeup } from './wakeup.js';
@@ -119,7 +120,7 @@ export class DurableSubscription implements Subscription {
   /** Waiting for the next polling tick after a read that found only left-out events: appends do not wake it. */
   private resting = false;
   private lost: FencedError | null = null;
-  private readonly heartbeat: NodeJS.Timeout;
+  private readonly heartbeat: AlignedInterval;
   private iterator: AsyncGenerator<SubscriptionMessage> | null = null;
   private chain: Promise<unknown> = Promise.resolve();
   private readonly removeAbort: (() => void) | undefined;
@@ -146,7 +147,7 @@ export class DurableSubscription implements Subscription {
       () => (this.active ? this.outstanding.length + this.redelivered.size : null),
     );
     this.leaseDeadline = Date.now() + options.leaseTtlMs;
-    this.heartbeat = setInterval(
+    this.heartbeat = new AlignedInterval(
       () => void this.renew(),
       Math.min(MAX_TIMER_MS, Math.max(50, Math.floor(options.leaseTtlMs / 3))),
     );
@@ -296,7 +297,7 @@ export class DurableSubscription implements Subscription {
   /** Internal, for fault tests: stop renewing the lease, as a paused or partitioned owner would. */
   suspendLeaseRenewal(): void {
     this.renewalSuspended = true;
-    clearInterval(this.heartbeat);
+    this.heartbeat.stop();
   }
 
   private async *run(): AsyncGenerator<SubscriptionMessage> {
@@ -568,7 +569,7 @@ export class DurableSubscription implements Subscription {
   }
 
   private stopTimers(): void {
-    clearInterval(this.heartbeat);
+    this.heartbeat.stop();
     this.removeAbort?.();
   }
 
