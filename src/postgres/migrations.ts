@@ -243,6 +243,16 @@ export async function currentVersion(
   return v.rows[0]?.v ?? 0;
 }
 
+/** `append_batch`'s first checks: nothing to do for no appends, and one expected version and count per append. */
+const APPEND_BATCH_SHAPE = `
+        IF n_app = 0 THEN
+          RETURN;
+        END IF;
+        IF cardinality(p_expected) <> n_app OR cardinality(p_counts) <> n_app THEN
+          RAISE EXCEPTION 'append_batch: % streams, % expected versions, % counts',
+            n_app, cardinality(p_expected), cardinality(p_counts);
+        END IF;`;
+
 /**
  * `append_batch` (migration 3; `hashed`: migration 11, which also writes `stream_hash`, computed once
  * per append instead of per event by a generated column; `whole`: migration 12, see
@@ -293,14 +303,7 @@ function appendBatchSql(s: string, schema: string, hashed: boolean, whole = fals
           ? wholeGroupSql(s, schema)
           : `
         SELECT h.position INTO v_head FROM ${s}.head h WHERE h.id FOR UPDATE;
-        v_now := clock_timestamp();
-        IF n_app = 0 THEN
-          RETURN;
-        END IF;
-        IF cardinality(p_expected) <> n_app OR cardinality(p_counts) <> n_app THEN
-          RAISE EXCEPTION 'append_batch: % streams, % expected versions, % counts',
-            n_app, cardinality(p_expected), cardinality(p_counts);
-        END IF;`
+        v_now := clock_timestamp();${APPEND_BATCH_SHAPE}`
       }
 
         SELECT array_agg(c.a ORDER BY c.a, g.k), array_agg(g.k ORDER BY c.a, g.k)
@@ -416,14 +419,7 @@ function appendBatchSql(s: string, schema: string, hashed: boolean, whole = fals
  * is put back and the loop below decides each append as before, under the same lock.
  */
 function wholeGroupSql(s: string, schema: string): string {
-  return `
-        IF n_app = 0 THEN
-          RETURN;
-        END IF;
-        IF cardinality(p_expected) <> n_app OR cardinality(p_counts) <> n_app THEN
-          RAISE EXCEPTION 'append_batch: % streams, % expected versions, % counts',
-            n_app, cardinality(p_expected), cardinality(p_counts);
-        END IF;
+  return `${APPEND_BATCH_SHAPE}
         UPDATE ${s}.head h SET position = h.position + n_ev WHERE h.id RETURNING h.position - n_ev INTO v_head;
         v_now := clock_timestamp();
 

@@ -6,7 +6,6 @@ import type { EventStore } from '../../src/core/eventStore.js';
 import type { EventFilter } from '../../src/core/filter.js';
 import { createMemoryStore } from '../../src/memory/memoryStore.js';
 import { MemorySubscriptionState } from '../../src/memory/subscriptionState.js';
-import { openSqliteStore } from '../../src/sqlite/sqliteStore.js';
 import { EXACT_LAG_LIMIT } from '../../src/subscriptions/lag.js';
 import { MAX_SCAN } from '../../src/subscriptions/durableSubscription.js';
 import type {
@@ -18,8 +17,8 @@ import type { RecordedEvent } from '../../src/core/event.js';
 import { streamHash } from '../../src/core/streamHash.js';
 import { SubscriptionService } from '../../src/subscriptions/subscriptionService.js';
 import { pgTestContext } from '../postgres/pgFixtures.js';
+import { onEveryStore } from '../support/everyStore.js';
 import { until } from '../support/until.js';
-import { tempDir } from '../support/tempDir.js';
 import { Reader } from './suite/context.js';
 
 type Scanner = EventStore & Required<Pick<SubscriptionSource, 'scanPage'>>;
@@ -57,41 +56,7 @@ async function scanContract(store: Scanner): Promise<void> {
   assert.deepEqual([positions(page), page.through, page.head], [[], 50, 50]);
 }
 
-/** `contract` on a new memory, SQLite and PostgreSQL store each. */
-function onEveryStore(title: string, contract: (store: Scanner & KeyScanner) => Promise<void>): void {
-  describe(title, () => {
-    it('memory', async () => {
-      const store = createMemoryStore();
-      try {
-        await contract(store);
-      } finally {
-        await store.close();
-      }
-    });
-
-    it('SQLite', async () => {
-      const dir = tempDir();
-      const store = await openSqliteStore({ path: dir.file('events.db') });
-      try {
-        await contract(store);
-      } finally {
-        await store.close();
-        await dir.cleanup();
-      }
-    });
-
-    it('PostgreSQL', { skip: pg.skip }, async () => {
-      const store = await pg.openSharedStore();
-      try {
-        await contract(store);
-      } finally {
-        await store.close();
-      }
-    });
-  });
-}
-
-onEveryStore('scanPage: one read looks at no more than maxScan positions', scanContract);
+onEveryStore(pg, 'scanPage: one read looks at no more than maxScan positions', scanContract);
 
 type KeyScanner = EventStore & Required<Pick<SubscriptionSource, 'scanKeys'>>;
 
@@ -112,7 +77,7 @@ async function keysContract(store: KeyScanner): Promise<void> {
   assert.deepEqual(await store.scanKeys(10, 5), { keys: [], through: 10, head: 10 });
 }
 
-onEveryStore('scanKeys: the keys of the positions after one', keysContract);
+onEveryStore(pg, 'scanKeys: the keys of the positions after one', keysContract);
 
 interface Read {
   after: number;

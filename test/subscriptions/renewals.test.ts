@@ -4,12 +4,10 @@
 import assert from 'node:assert/strict';
 import { describe, it, mock } from 'node:test';
 import type { EventStore } from '../../src/core/eventStore.js';
-import { createMemoryStore } from '../../src/memory/memoryStore.js';
-import { openSqliteStore } from '../../src/sqlite/sqliteStore.js';
 import { AlignedInterval } from '../../src/subscriptions/heartbeat.js';
 import type { SubscriptionStateBackend } from '../../src/subscriptions/stateBackend.js';
 import { pgTestContext } from '../postgres/pgFixtures.js';
-import { tempDir } from '../support/tempDir.js';
+import { onEveryStore } from '../support/everyStore.js';
 
 const pg = await pgTestContext();
 
@@ -47,27 +45,9 @@ async function renewTogether(store: EventStore): Promise<void> {
   assert.deepEqual(results[4], { ok: false, reason: 'fenced', currentEpoch: taken.epoch });
 }
 
-describe('renewals made together (the state backends)', () => {
-  it('memory', async () => {
-    const store = createMemoryStore();
-    try {
-      await renewTogether(store);
-    } finally {
-      await store.close();
-    }
-  });
+onEveryStore(pg, 'renewals made together (the state backends)', renewTogether);
 
-  it('SQLite', async () => {
-    const dir = tempDir();
-    const store = await openSqliteStore({ path: dir.file('events.db') });
-    try {
-      await renewTogether(store);
-    } finally {
-      await store.close();
-      await dir.cleanup();
-    }
-  });
-
+describe('PostgreSQL renewals', () => {
   it('PostgreSQL: one statement for all of them', { skip: pg.skip }, async () => {
     const store = await pg.openStore();
     try {

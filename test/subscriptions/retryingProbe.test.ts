@@ -2,12 +2,10 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { EventStore } from '../../src/core/eventStore.js';
-import { createMemoryStore } from '../../src/memory/memoryStore.js';
-import { openSqliteStore } from '../../src/sqlite/sqliteStore.js';
 import { RetryingProbe } from '../../src/subscriptions/retryingProbe.js';
 import type { SubscriptionStateBackend } from '../../src/subscriptions/stateBackend.js';
 import { pgTestContext } from '../postgres/pgFixtures.js';
-import { tempDir } from '../support/tempDir.js';
+import { onEveryStore } from '../support/everyStore.js';
 
 const pg = await pgTestContext();
 
@@ -42,36 +40,7 @@ async function probeContract(store: EventStore): Promise<void> {
   assert.deepEqual(await backend.retryingConsumers!(['parked_v1']), []);
 }
 
-describe('retryingConsumers (the state backends)', () => {
-  it('memory', async () => {
-    const store = createMemoryStore();
-    try {
-      await probeContract(store);
-    } finally {
-      await store.close();
-    }
-  });
-
-  it('SQLite', async () => {
-    const dir = tempDir();
-    const store = await openSqliteStore({ path: dir.file('events.db') });
-    try {
-      await probeContract(store);
-    } finally {
-      await store.close();
-      await dir.cleanup();
-    }
-  });
-
-  it('PostgreSQL', { skip: pg.skip }, async () => {
-    const store = await pg.openStore();
-    try {
-      await probeContract(store);
-    } finally {
-      await store.close();
-    }
-  });
-});
+onEveryStore(pg, 'retryingConsumers (the state backends)', probeContract);
 
 describe('RetryingProbe', () => {
   it('asks once for every open consumer, and answers each from that', async () => {
