@@ -186,12 +186,12 @@ export class PostgresEventStore implements EventStore {
   readonly consumers: ConsumerAdmin;
   readonly deadLetters: DeadLetterAdmin;
 
-  /** Use `openPostgresStore`, which also loads `pg` and migrates the schema. */
   /** Internal: appends are checked against `limits` before anything else (see `CHECKS_APPENDS_FIRST`). */
   get [CHECKS_APPENDS_FIRST](): StoreLimits | null {
     return this.cipher === null ? this.limits : null;
   }
 
+  /** Use `openPostgresStore`, which also loads `pg` and migrates the schema. */
   constructor(
     /** The pool every statement runs on. */
     readonly pool: Pool,

@@ -3,7 +3,6 @@ import { randomUUID } from 'node:crypto';
 import type { Pool } from 'pg';
 import type { RecordedEvent } from '../core/event.js';
 import { isoTime } from '../core/isoTime.js';
-import { MicrotaskPump } from '../core/microtaskPump.js';
 import { redriveDelayMs } from '../core/parkInfo.js';
 import { filterKey, type EventFilter } from '../core/filter.js';
 import type { ConsumerPause, DeadLetterStatus, FailureInfo, PauseReason } from '../core/subscription.js';
@@ -67,22 +66,78 @@ interface LetterRow {
   skipped_at: Date | null;
 }
 
-/** An ack waiting to be stored with the others made at the same time. */
-interface QueuedAck {
-  name: string;
-  epoch: number;
-  position: number;
-  resolve: (result: AckResult) => void;
-  reject: (err: unknown) => void;
-}
+/**
+ * Epoch-carrying writes of a process's subscriptions made at the same time (acks, lease renewals),
+ * stored by one statement: for each consumer and epoch the highest `value` is written, and each write
+ * gets its row's result, or `fenced` when its epoch is not the stored one (no row). One statement runs
+ * at a time; the writes made meanwhile go together in the next, scheduled by `defer`.
+ */
+class GroupedWrites<Row extends { name: string; epoch: string }, R> {
+  private queue: {
+    name: string;
+    epoch: number;
+    value: number;
+    resolve: (r: R) => void;
+    reject: (e: unknown) => void;
+  }[] = [];
+  private running = false;
+  private due = false;
 
-/** A lease renewal waiting to be stored with the others made in the same turn of the event loop. */
-interface QueuedRenewal {
-  name: string;
-  epoch: number;
-  ttlMs: number;
-  resolve: (result: RenewResult) => void;
-  reject: (err: unknown) => void;
+  constructor(
+    private readonly defer: (run: () => void) => void,
+    /** The statement: the writes' consumer names, epochs and values; the rows it wrote. */
+    private readonly write: (names: string[], epochs: number[], values: number[]) => Promise<Row[]>,
+    private readonly result: (row: Row) => R,
+    private readonly fenced: (name: string) => Promise<R>,
+  ) {}
+
+  add(name: string, epoch: number, value: number): Promise<R> {
+    return new Promise<R>((resolve, reject) => {
+      this.queue.push({ name, epoch, value, resolve, reject });
+      this.schedule();
+    });
+  }
+
+  private schedule(): void {
+    if (this.due || this.running) return;
+    this.due = true;
+    this.defer(() => {
+      this.due = false;
+      void this.flush();
+    });
+  }
+
+  private async flush(): Promise<void> {
+    if (this.running || this.queue.length === 0) return;
+    this.running = true;
+    const batch = this.queue;
+    this.queue = [];
+    try {
+      const highest = new Map<string, (typeof batch)[number]>();
+      for (const w of batch) {
+        const key = `${w.epoch} ${w.name}`;
+        const seen = highest.get(key);
+        if (!seen || w.value > seen.value) highest.set(key, w);
+      }
+      const entries = [...highest.values()];
+      const rows = await this.write(
+        entries.map((w) => w.name),
+        entries.map((w) => w.epoch),
+        entries.map((w) => w.value),
+      );
+      const written = new Map(rows.map((row) => [`${row.epoch} ${row.name}`, row]));
+      for (const w of batch) {
+        const row = written.get(`${w.epoch} ${w.name}`);
+        if (row === undefined) this.fenced(w.name).then(w.resolve, w.reject);
+        else w.resolve(this.result(row));
+      }
+    } catch (err) {
+      for (const w of batch) w.reject(err);
+    } finally {
+      this.running = false;
+      if (this.queue.length > 0) this.schedule();
+    }
+  }
 }
 
 const ACTIVE = `status IN ('parked', 'retrying')`;
@@ -101,14 +156,47 @@ export class PostgresSubscriptionState implements SubscriptionStateBackend {
   private readonly d: string;
   private readonly h: string;
 
-  /** Acks waiting for the next `flushAcks`, and whether one is running. */
-  private acks: QueuedAck[] = [];
-  private acking = false;
-  private readonly ackPump = new MicrotaskPump(() => void this.flushAcks());
-  /** Renewals waiting for the next `flushRenewals`, whether one is running, and whether one is due. */
-  private renewals: QueuedRenewal[] = [];
-  private renewing = false;
-  private renewDue = false;
+  /**
+   * Acks that resolve no dead letter, grouped per microtask: the acks of one polling tick (many idle
+   * subscriptions moving their cursors past the events their filters leave out) are one statement.
+   */
+  private readonly acks = new GroupedWrites<{ name: string; epoch: string; position: string }, AckResult>(
+    queueMicrotask,
+    (names, epochs, positions) =>
+      this.query(
+        `WITH v AS (
+           SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS v(name, epoch, position))
+         UPDATE ${this.c} t SET position = greatest(t.position, v.position),
+           updated_at = CASE WHEN v.position > t.position THEN now() ELSE t.updated_at END
+         FROM v WHERE t.name = v.name AND t.epoch = v.epoch
+         RETURNING t.name, t.epoch, t.position`,
+        [names, epochs, positions],
+      ),
+    (row) => ({ ok: true, position: Number(row.position), resolved: 0 }),
+    (name) => this.fenced(name),
+  );
+  /**
+   * Lease renewals grouped per turn of the event loop (`setImmediate`, after the timers): the
+   * heartbeats of a process's subscriptions tick together (`AlignedInterval`), so their renewals are
+   * one statement instead of one write transaction each. The value is the lease's TTL.
+   */
+  private readonly renewals = new GroupedWrites<
+    { name: string; epoch: string; lease_expires_at: Date } & PauseColumns,
+    RenewResult
+  >(
+    setImmediate,
+    (names, epochs, ttls) =>
+      this.query(
+        `WITH v AS (
+           SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS v(name, epoch, ttl))
+         UPDATE ${this.c} t SET lease_expires_at = ${TTL('v.ttl')}
+         FROM v WHERE t.name = v.name AND t.epoch = v.epoch
+         RETURNING t.name, t.epoch, t.lease_expires_at, t.pause_reason, t.paused_at, t.paused_by`,
+        [names, epochs, ttls],
+      ),
+    (row) => ({ ok: true, leaseExpiresAt: isoTime(row.lease_expires_at), pause: toPause(row) }),
+    (name) => this.fenced(name),
+  );
 
   constructor(
     private readonly pool: Pool,
@@ -159,62 +247,9 @@ export class PostgresSubscriptionState implements SubscriptionStateBackend {
     }, this.retryOptions);
   }
 
-  /**
-   * Renews the lease, with the renewals of the process's other subscriptions made in the same turn of
-   * the event loop (their heartbeats tick together: `AlignedInterval`): one statement for all of them
-   * (see `flushRenewals`) instead of one write transaction each.
-   */
+  /** Renews the lease, in one statement with the renewals made in the same turn (see `renewals`). */
   renew(name: string, epoch: number, ttlMs: number): Promise<RenewResult> {
-    return new Promise<RenewResult>((resolve, reject) => {
-      this.renewals.push({ name, epoch, ttlMs, resolve, reject });
-      this.scheduleRenewals();
-    });
-  }
-
-  /** After the timers and I/O of this turn of the event loop, so that heartbeats ticking together share the statement. */
-  private scheduleRenewals(): void {
-    if (this.renewDue || this.renewing) return;
-    this.renewDue = true;
-    setImmediate(() => {
-      this.renewDue = false;
-      void this.flushRenewals();
-    });
-  }
-
-  /** Stores the queued renewals in one statement; each gets its lease or, when its epoch is not the stored one, `fenced`. */
-  private async flushRenewals(): Promise<void> {
-    if (this.renewing || this.renewals.length === 0) return;
-    this.renewing = true;
-    const batch = this.renewals;
-    this.renewals = [];
-    try {
-      const longest = new Map<string, QueuedRenewal>();
-      for (const r of batch) {
-        const key = `${r.epoch} ${r.name}`;
-        const seen = longest.get(key);
-        if (!seen || r.ttlMs > seen.ttlMs) longest.set(key, r);
-      }
-      const entries = [...longest.values()];
-      const rows = await this.query<{ name: string; epoch: string; lease_expires_at: Date } & PauseColumns>(
-        `WITH v AS (
-           SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS v(name, epoch, ttl))
-         UPDATE ${this.c} t SET lease_expires_at = ${TTL('v.ttl')}
-         FROM v WHERE t.name = v.name AND t.epoch = v.epoch
-         RETURNING t.name, t.epoch, t.lease_expires_at, t.pause_reason, t.paused_at, t.paused_by`,
-        [entries.map((r) => r.name), entries.map((r) => r.epoch), entries.map((r) => r.ttlMs)],
-      );
-      const renewed = new Map(rows.map((row) => [`${row.epoch} ${row.name}`, row]));
-      for (const r of batch) {
-        const row = renewed.get(`${r.epoch} ${r.name}`);
-        if (row === undefined) this.fenced(r.name).then(r.resolve, r.reject);
-        else r.resolve({ ok: true, leaseExpiresAt: isoTime(row.lease_expires_at), pause: toPause(row) });
-      }
-    } catch (err) {
-      for (const r of batch) r.reject(err);
-    } finally {
-      this.renewing = false;
-      if (this.renewals.length > 0) this.scheduleRenewals();
-    }
+    return this.renewals.add(name, epoch, ttlMs);
   }
 
   async release(name: string, epoch: number, failure?: FailureInfo): Promise<WriteResult> {
@@ -233,58 +268,10 @@ export class PostgresSubscriptionState implements SubscriptionStateBackend {
     return rows.length > 0 ? { ok: true } : this.fenced(name);
   }
 
-  /**
-   * An ack that resolves no dead letter (nearly all of them) joins the acks made at the same time by
-   * the process's other subscriptions: one statement for all of them (see `flushAcks`). Many idle
-   * subscriptions moving their cursors past the events their filters leave out, at one polling tick,
-   * cost one statement instead of one each.
-   */
+  /** An ack that resolves no dead letter (nearly all of them) joins the others made at the same time (see `acks`). */
   ack(name: string, epoch: number, position: number, resolveIds: readonly string[]): Promise<AckResult> {
     if (resolveIds.length > 0) return this.ackResolving(name, epoch, position, resolveIds);
-    return new Promise<AckResult>((resolve, reject) => {
-      this.acks.push({ name, epoch, position, resolve, reject });
-      if (!this.acking) this.ackPump.schedule();
-    });
-  }
-
-  /** Stores the queued acks in one statement, the highest position per consumer and epoch. */
-  private async flushAcks(): Promise<void> {
-    if (this.acking || this.acks.length === 0) return;
-    this.acking = true;
-    const batch = this.acks;
-    this.acks = [];
-    try {
-      const highest = new Map<string, { name: string; epoch: number; position: number }>();
-      for (const a of batch) {
-        const key = `${a.epoch} ${a.name}`;
-        const seen = highest.get(key);
-        if (!seen || a.position > seen.position) highest.set(key, a);
-      }
-      const rows = await this.query<{ name: string; epoch: string; position: string }>(
-        `WITH v AS (
-           SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS v(name, epoch, position))
-         UPDATE ${this.c} t SET position = greatest(t.position, v.position),
-           updated_at = CASE WHEN v.position > t.position THEN now() ELSE t.updated_at END
-         FROM v WHERE t.name = v.name AND t.epoch = v.epoch
-         RETURNING t.name, t.epoch, t.position`,
-        [
-          [...highest.values()].map((a) => a.name),
-          [...highest.values()].map((a) => a.epoch),
-          [...highest.values()].map((a) => a.position),
-        ],
-      );
-      const stored = new Map(rows.map((r) => [`${r.epoch} ${r.name}`, Number(r.position)]));
-      for (const a of batch) {
-        const position = stored.get(`${a.epoch} ${a.name}`);
-        if (position === undefined) this.fenced(a.name).then(a.resolve, a.reject);
-        else a.resolve({ ok: true, position, resolved: 0 });
-      }
-    } catch (err) {
-      for (const a of batch) a.reject(err);
-    } finally {
-      this.acking = false;
-      if (this.acks.length > 0) this.ackPump.schedule();
-    }
+    return this.acks.add(name, epoch, position);
   }
 
   private async ackResolving(
