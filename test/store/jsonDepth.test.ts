@@ -1,8 +1,9 @@
 import assert from 'node:assert/strict';
-import { describe, it } from 'node:test';
-import { createMemoryStore, MAX_JSON_DEPTH, type EventStore, type JsonValue } from '../../src/index.js';
-import { openSqliteStore } from '../../src/sqlite/index.js';
-import { tempDir } from '../support/index.js';
+import { MAX_JSON_DEPTH, type EventStore, type JsonValue } from '../../src/index.js';
+import { pgTestContext } from '../postgres/pgFixtures.js';
+import { onEveryStore } from '../support/everyStore.js';
+
+const pg = await pgTestContext();
 
 function nested(depth: number): JsonValue {
   let v: JsonValue = 1;
@@ -31,16 +32,4 @@ async function check(store: EventStore): Promise<void> {
   assert.equal(await store.streamVersion('deep-1'), 1, 'nothing written by the rejected appends');
 }
 
-describe('event data nesting limit (no stack overflow on deep JSON)', () => {
-  it('memory store', () => check(createMemoryStore()));
-  it('SQLite store', async () => {
-    const dir = tempDir();
-    const store = await openSqliteStore({ path: dir.file('deep.db') });
-    try {
-      await check(store);
-    } finally {
-      await store.close();
-      await dir.cleanup();
-    }
-  });
-});
+onEveryStore(pg, 'event data nesting limit (no stack overflow on deep JSON)', check);
