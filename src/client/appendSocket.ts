@@ -38,7 +38,8 @@ interface Pending {
   resolve: (outcomes: Outcome[]) => void;
   reject: (err: Error) => void;
   count: number;
-  timer: NodeJS.Timeout;
+  /** When the frame's reply is overdue (`Date.now()` scale). */
+  deadline: number;
 }
 
 export class AppendSocket {
@@ -49,6 +50,11 @@ export class AppendSocket {
   private ending = false;
   /** The TCP socket under the WebSocket: referenced only while replies are awaited. */
   private raw: Socket | null = null;
+  /**
+   * Armed while frames await replies: at the oldest one's deadline it ends the socket if that reply is
+   * still missing. One timer for all the frames, re-armed only when it fires, not one per frame.
+   */
+  private watchdog: NodeJS.Timeout | null = null;
 
   private constructor(
     private readonly ws: WebSocket,
@@ -74,7 +80,12 @@ export class AppendSocket {
    */
   static open(baseUrl: string, headers: Record<string, string>, timeoutMs: number): Promise<AppendSocket> {
     const url = `${baseUrl.replace(/^http/, 'ws')}${APPEND_SOCKET_PATH}`;
-    const ws = new WebSocket(url, { headers, perMessageDeflate: false, handshakeTimeout: timeoutMs });
+    const ws = new WebSocket(url, {
+      headers,
+      perMessageDeflate: false,
+      handshakeTimeout: timeoutMs,
+      generateMask: zeroMask,
+    });
     let raw: Socket | null = null;
     return new Promise<AppendSocket>((resolve, reject) => {
       let settled = false;
@@ -149,16 +160,34 @@ export class AppendSocket {
       return Promise.reject(new AppendSocketLost(`${this.url}: ${this.lost ? 'closed' : 'closing'}`, false));
     const req = this.nextReq++;
     return new Promise<Outcome[]>((resolve, reject) => {
-      // A reply that never comes (a server that stopped answering on a live connection) ends the
-      // socket, as an HTTP request times out: the frames on it are then lost.
-      const timer = setTimeout(() => {
-        this.lose(`no reply within ${this.timeoutMs} ms`);
-        this.ws.terminate();
-      }, this.timeoutMs);
       if (this.pending.size === 0) this.raw?.ref();
-      this.pending.set(req, { resolve, reject, count, timer });
+      this.pending.set(req, { resolve, reject, count, deadline: Date.now() + this.timeoutMs });
+      this.watchdog ??= this.armWatchdog(this.timeoutMs);
       this.ws.send(`{"type":"appends","req":${req},"appends":[${entries}]}`);
     });
+  }
+
+  /**
+   * A reply that never comes (a server that stopped answering on a live connection) ends the socket,
+   * as an HTTP request times out: the frames on it are then lost. Checked at the oldest frame's
+   * deadline; while it is not yet overdue the check comes again at its deadline.
+   */
+  private armWatchdog(ms: number): NodeJS.Timeout {
+    const timer = setTimeout(() => {
+      this.watchdog = null;
+      // The map keeps the order frames were sent in: the first is the oldest.
+      const oldest = this.pending.values().next();
+      if (oldest.done) return;
+      const left = oldest.value.deadline - Date.now();
+      if (left > 0) {
+        this.watchdog = this.armWatchdog(left);
+        return;
+      }
+      this.lose(`no reply within ${this.timeoutMs} ms`);
+      this.ws.terminate();
+    }, ms);
+    timer.unref();
+    return timer;
   }
 
   /** Closes the socket once the frames sent on it are answered; no frame is sent after this. */
@@ -182,7 +211,6 @@ export class AppendSocket {
     const p = typeof req === 'number' ? this.pending.get(req) : undefined;
     if (!p) return;
     this.pending.delete(req as number);
-    clearTimeout(p.timer);
     if (this.pending.size === 0) this.raw?.unref();
     if (msg.type === 'error') p.reject(errorFromWire(msg.error));
     else if (!Array.isArray(msg.results) || msg.results.length !== p.count)
@@ -203,12 +231,23 @@ export class AppendSocket {
   private lose(why: string): void {
     this.lost ??= new AppendSocketLost(`${this.url}: ${why}`);
     this.raw?.unref();
+    if (this.watchdog) clearTimeout(this.watchdog);
+    this.watchdog = null;
     for (const [req, p] of this.pending) {
       this.pending.delete(req);
-      clearTimeout(p.timer);
       p.reject(this.lost);
     }
   }
+}
+
+/**
+ * The masking key of every frame the client sends: zeros, so that neither side spends a pass over
+ * each frame's bytes on masking. RFC 6455 asks clients for unpredictable keys so that a script in a
+ * browser cannot choose the bytes an intermediary sees; here the bytes are JSON texts this library
+ * writes (no raw control characters, so nothing that reads as an HTTP request to a proxy).
+ */
+function zeroMask(mask: Buffer): void {
+  mask.fill(0);
 }
 
 function describe(err: unknown): string {

@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import net, { type AddressInfo } from 'node:net';
 import { describe, it } from 'node:test';
 import type WebSocket from 'ws';
 import { connect } from '../../src/client/connect.js';
@@ -317,6 +317,124 @@ describe('remote store: appends over the append socket', () => {
       await dir.cleanup();
     }
   });
+
+  it('ends a socket whose reply does not come within timeoutMs, reporting the append as maybe written', async () => {
+    const dir = tempDir();
+    const store = await openSqliteStore({ path: dir.file('events.db'), durability: 'normal' });
+    let server: RunningServer | null = null;
+    // The first append the server makes waits here until the end of the test: its frame gets no reply.
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    let stall = true;
+    const stalling = new Proxy(store, {
+      get(target, key) {
+        if (key === 'append') {
+          return async (...args: Parameters<EventStore['append']>) => {
+            if (stall) {
+              stall = false;
+              await gate;
+            }
+            return target.append(...args);
+          };
+        }
+        const value: unknown = Reflect.get(target, key, target);
+        return typeof value === 'function' ? (value as () => unknown).bind(target) : value;
+      },
+    });
+    try {
+      server = await startServer({ store: stalling, port: 0 });
+      const seen = countFrames(server);
+      const remote = connect(server.url, { attempts: 1, timeoutMs: 300 });
+      try {
+        await assert.rejects(
+          remote.append(randomStream(), [{ type: 'a', data: 1 }]),
+          (err: unknown) =>
+            err instanceof IdemError &&
+            err.code === 'unavailable' &&
+            /no reply within 300 ms: the appends may or may not have been written/.test(err.message),
+        );
+        // The next append goes on a new socket, and is answered.
+        assert.equal((await remote.append(randomStream(), [{ type: 'a', data: 2 }])).version, 1);
+        assert.deepEqual(seen, { frames: 2, sockets: 2 });
+      } finally {
+        await remote.close();
+      }
+    } finally {
+      release();
+      await server?.close();
+      await store.close();
+      await dir.cleanup();
+    }
+  });
+
+  it('keeps a socket whose replies come, however long it is used', () =>
+    withServer({}, async (f) => {
+      const seen = countFrames(f.server);
+      // Replies take a few ms here; appends go on for several times the timeout, one after another.
+      const remote = connect(f.url, { attempts: 1, timeoutMs: 400 });
+      try {
+        const stream = randomStream();
+        const until = Date.now() + 1_500;
+        let version = 0;
+        while (Date.now() < until)
+          version = (await remote.append(stream, [{ type: 'a', data: version }])).version;
+        assert.ok(version > 1);
+        assert.deepEqual(seen, { frames: version, sockets: 1 });
+      } finally {
+        await remote.close();
+      }
+    }));
+
+  it('sends its frames with a zero masking key: the JSON text as written', () =>
+    withServer({}, async (f) => {
+      // A TCP relay in front of the server keeps what the client sends.
+      const sent: Buffer[] = [];
+      const relay = net.createServer((client) => {
+        const upstream = net.connect((f.server.app.server.address() as AddressInfo).port, '127.0.0.1');
+        client.on('data', (chunk: Buffer) => {
+          sent.push(chunk);
+          upstream.write(chunk);
+        });
+        upstream.on('data', (chunk: Buffer) => client.write(chunk));
+        client.on('close', () => upstream.destroy());
+        upstream.on('close', () => client.destroy());
+        client.on('error', () => upstream.destroy());
+        upstream.on('error', () => client.destroy());
+      });
+      await new Promise<void>((resolve) => relay.listen(0, '127.0.0.1', resolve));
+      const remote = connect(`http://127.0.0.1:${(relay.address() as AddressInfo).port}`);
+      try {
+        const stream = randomStream();
+        await remote.append(stream, [{ type: 'a', data: { n: 1 } }]);
+        const bytes = Buffer.concat(sent);
+        const headersEnd = bytes.indexOf('\r\n\r\n');
+        assert.match(bytes.subarray(0, headersEnd).toString('latin1'), new RegExp(`^GET ${PATH} HTTP/1.1`));
+        // The first frame after the upgrade request: FIN and text, masked, then its length.
+        const frame = bytes.subarray(headersEnd + 4);
+        assert.equal(frame[0], 0x81);
+        assert.equal(frame[1]! & 0x80, 0x80, 'the mask bit is set, as RFC 6455 asks of clients');
+        const short = frame[1]! & 0x7f;
+        const [length, keyAt] =
+          short === 126
+            ? [frame.readUInt16BE(2), 4]
+            : short === 127
+              ? [Number(frame.readBigUInt64BE(2)), 10]
+              : [short, 2];
+        assert.deepEqual([...frame.subarray(keyAt, keyAt + 4)], [0, 0, 0, 0]);
+        const payload = JSON.parse(frame.subarray(keyAt + 4, keyAt + 4 + length).toString('utf8')) as {
+          type: string;
+          appends: { stream: string }[];
+        };
+        assert.equal(payload.type, 'appends');
+        assert.deepEqual(
+          payload.appends.map((a) => a.stream),
+          [stream],
+        );
+      } finally {
+        await remote.close();
+        await new Promise((resolve) => relay.close(resolve));
+      }
+    }));
 
   it('reports appends that could not be sent as not sent', async () => {
     // A port nobody listens on.
