@@ -344,14 +344,14 @@ describe('remote store: appends over the append socket', () => {
     try {
       server = await startServer({ store: stalling, port: 0 });
       const seen = countFrames(server);
-      const remote = connect(server.url, { attempts: 1, timeoutMs: 300 });
+      const remote = connect(server.url, { attempts: 1, timeoutMs: 1_000 });
       try {
         await assert.rejects(
           remote.append(randomStream(), [{ type: 'a', data: 1 }]),
           (err: unknown) =>
             err instanceof IdemError &&
             err.code === 'unavailable' &&
-            /no reply within 300 ms: the appends may or may not have been written/.test(err.message),
+            /no reply within 1000 ms: the appends may or may not have been written/.test(err.message),
         );
         // The next append goes on a new socket, and is answered.
         assert.equal((await remote.append(randomStream(), [{ type: 'a', data: 2 }])).version, 1);
@@ -370,11 +370,11 @@ describe('remote store: appends over the append socket', () => {
   it('keeps a socket whose replies come, however long it is used', () =>
     withServer({}, async (f) => {
       const seen = countFrames(f.server);
-      // Replies take a few ms here; appends go on for several times the timeout, one after another.
-      const remote = connect(f.url, { attempts: 1, timeoutMs: 400 });
+      // Replies take a few ms here; appends go on for two and a half times the timeout, one after another.
+      const remote = connect(f.url, { attempts: 1, timeoutMs: 1_000 });
       try {
         const stream = randomStream();
-        const until = Date.now() + 1_500;
+        const until = Date.now() + 2_500;
         let version = 0;
         while (Date.now() < until)
           version = (await remote.append(stream, [{ type: 'a', data: version }])).version;
