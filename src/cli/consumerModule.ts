@@ -19,28 +19,41 @@ export interface ConsumerModule {
 
 const TS = new Set(['.ts', '.mts', '.cts', '.tsx']);
 
+/** Whether tsx's loader is registered in this process by `importUserModule`. */
+let tsxRegistered = false;
+
 /**
- * Imports a JS module, or a TypeScript one through tsx when it is installed (in the current project,
- * else beside idem): the loader is registered only when node cannot import the file by itself.
+ * Imports a user's module (`field`: the flag that named it, for errors): a JS module as it is; a
+ * TypeScript one through tsx when tsx is installed (in the current project, else beside idem), which
+ * finds `.ts` files imported as `.js` and reads the project's tsconfig; without tsx, by node itself
+ * where it strips types (Node 22.18 and later), else refused with what to do.
  */
-async function importModule(path: string): Promise<Record<string, unknown>> {
+export async function importUserModule(path: string, field: string): Promise<Record<string, unknown>> {
   const url = pathToFileURL(path).href;
+  if (!TS.has(extname(path))) return (await import(url)) as Record<string, unknown>;
+  const api = tsxApi();
+  if (api) {
+    if (!tsxRegistered) {
+      const { register } = (await import(api)) as { register: () => unknown };
+      register();
+      tsxRegistered = true;
+    }
+    return (await import(url)) as Record<string, unknown>;
+  }
   try {
     return (await import(url)) as Record<string, unknown>;
   } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    if (!TS.has(extname(path)) || code !== 'ERR_UNKNOWN_FILE_EXTENSION') throw err;
+    const e = err as NodeJS.ErrnoException;
+    const install = 'install tsx (`npm install --save-dev tsx`), or give the compiled .js file';
+    if (e.code === 'ERR_UNKNOWN_FILE_EXTENSION')
+      throw new InvalidInputError(field, `${path} is TypeScript and tsx is not installed: ${install}`);
+    if (e.code === 'ERR_MODULE_NOT_FOUND' || e.code === 'ERR_UNSUPPORTED_TYPESCRIPT_SYNTAX')
+      throw new InvalidInputError(
+        field,
+        `${path}: ${e.message} (node read this TypeScript itself, without tsx: it finds no .ts file imported as .js and strips types only): ${install}`,
+      );
+    throw err;
   }
-  const api = tsxApi();
-  if (!api)
-    throw new InvalidInputError(
-      '--consumer',
-      `${path} is TypeScript and tsx is not installed: run \`npm install --save-dev tsx\`, or give the compiled .js file`,
-    );
-  const { register } = (await import(api)) as { register: () => unknown };
-  register();
-  // Node caches the failed import of `url`: a query makes the retry a new module request.
-  return (await import(`${url}?tsx`)) as Record<string, unknown>;
 }
 
 function tsxApi(): string | null {
@@ -67,7 +80,7 @@ export async function loadConsumerModule(
   eventsFile: string | undefined,
 ): Promise<ConsumerModule> {
   const path = resolve(file);
-  const mod = await importModule(path);
+  const mod = await importUserModule(path, '--consumer');
   const missing: string[] = [];
   if (typeof mod.consumer !== 'function')
     missing.push('consumer (a function (source, target, { version }) => createConsumer(...))');

@@ -1,5 +1,4 @@
 import { resolve } from 'node:path';
-import { pathToFileURL } from 'node:url';
 import type { Command } from 'commander';
 import type { ConsumerOptions } from '../consumer/options.js';
 import { InvalidInputError } from '../core/errors.js';
@@ -8,6 +7,7 @@ import { rebuildConsumer, type RebuildProgress } from '../consumer/rebuild.js';
 import { pruneConsumerLedger } from '../consumer/ledgerPruner.js';
 import { listConsumerVersions, promoteConsumer, resetLedger } from '../effects/versions.js';
 import type { CliContext } from './context.js';
+import { importUserModule } from './consumerModule.js';
 import { withStore, withStoreOptions, type StoreFlags } from './openStore.js';
 import { Output, table } from './output.js';
 import { requireInteger } from './parse.js';
@@ -55,7 +55,7 @@ function formatProgress(p: RebuildProgress): string {
 }
 
 async function loadProjection(path: string): Promise<Partial<ConsumerOptions<unknown>>> {
-  const mod = (await import(pathToFileURL(resolve(path)).href)) as Record<string, unknown>;
+  const mod = await importUserModule(resolve(path), '--module');
   const options = (mod.consumer ?? mod.default) as Partial<ConsumerOptions<unknown>> | undefined;
   if (
     !options ||
