@@ -70,6 +70,7 @@ const SLOW = [
   'test/cli/secrets.test.ts',
   'test/cli/noStore.test.ts',
   'test/cli/backup.test.ts',
+  'test/cli/userModule.test.ts',
   'test/nats/relayCli.test.ts',
 ];
 
