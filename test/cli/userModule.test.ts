@@ -6,8 +6,8 @@ import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
 import Database from 'better-sqlite3';
-import { openSqliteStore } from '../../src/sqlite/index.js';
 import { tempDir } from '../support/index.js';
+import { writeInvoiceStore } from '../support/invoiceStore.js';
 import { idem } from './cli.js';
 
 describe('user modules in TypeScript', () => {
@@ -16,13 +16,7 @@ describe('user modules in TypeScript', () => {
     try {
       const db = dir.file('store.db');
       const tdb = dir.file('target.db');
-      const store = await openSqliteStore({ path: db });
-      try {
-        for (let i = 1; i <= 3; i++)
-          await store.append(`invoice-${i}`, [{ type: 'invoice.issued', data: { i } }]);
-      } finally {
-        await store.close();
-      }
+      await writeInvoiceStore(db, 3);
       // An ES module project, as `import`/`export` in .ts files are written for.
       writeFileSync(dir.file('package.json'), '{ "type": "module" }\n');
       writeFileSync(

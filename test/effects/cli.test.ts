@@ -7,6 +7,7 @@ import { openSqliteStore } from '../../src/sqlite/index.js';
 import { sqliteTarget } from '../../src/sqlite/target.js';
 import { idemInProcess } from '../cli/inProcess.js';
 import { tempDir } from '../support/tempDir.js';
+import { writeInvoiceStore } from '../support/invoiceStore.js';
 import pg from 'pg';
 import { postgresTarget } from '../../src/postgres/target.js';
 import { createTempDatabase } from '../support/postgres.js';
@@ -165,10 +166,8 @@ describe('idem consumer rebuild with a batch handler (CLI)', () => {
     const dir = tempDir();
     const db = dir.file('store.db');
     const tdb = dir.file('target.db');
-    const store = await openSqliteStore({ path: db });
     try {
-      for (let i = 1; i <= 3; i++)
-        await store.append(`invoice-${i}`, [{ type: 'invoice.issued', data: { i } }]);
+      await writeInvoiceStore(db, 3);
       const t = ['--target-db', tdb];
       const r = await idemInProcess([
         'consumer',
@@ -195,7 +194,6 @@ describe('idem consumer rebuild with a batch handler (CLI)', () => {
         await target.close();
       }
     } finally {
-      await store.close();
       await dir.cleanup();
     }
   });
