@@ -214,11 +214,12 @@ export class PostgresEventStore implements EventStore {
     this.limits = options.limits;
     this.retry = options.retry;
     this.pageSize = options.pageSize;
+    // Before the first `statementName` call, which reads it.
+    this.prepared = options.preparedStatements ?? true;
     this.streamQuery = {
       ...this.statementName('read_stream'),
       text: `SELECT ${EVENT_TUPLE_COLUMNS} FROM ${this.s}.events WHERE stream = $1 AND version >= $2 ORDER BY version LIMIT $3`,
     };
-    this.prepared = options.preparedStatements ?? true;
     this.batcher = new AppendBatcher({ pool, s: this.s, preparedStatements: this.prepared });
     this.cipher = resolveEncryptOptions(
       options.encrypt,
