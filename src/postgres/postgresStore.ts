@@ -168,7 +168,7 @@ export class PostgresEventStore implements EventStore {
   /** Whether statements are named (see `PostgresStoreOptions.preparedStatements`). */
   private readonly prepared: boolean;
   /** Scan queries of the subscriptions (`scanPage`), by filter. */
-  private readonly scanQueries = new QueryCache<{ text: string; params: string[][] }>();
+  private readonly scanQueries = new QueryCache<{ query: NamedQuery; params: string[][] }>();
   /** The statement of `scanKeys`. */
   private keysQuery: { name?: string; text: string } | undefined;
   /** The statement of `groupKeys`. */
@@ -338,25 +338,29 @@ export class PostgresEventStore implements EventStore {
   ): Promise<ScannedPage> {
     this.assertOpen();
     await this.partitionIndex(filter);
-    const q = this.scanQueries.get(filterKey(filter), () => {
+    const key = filterKey(filter);
+    const q = this.scanQueries.get(key, () => {
       const sql = filterSql(filter, 4);
-      return {
-        // The event columns first, so each row reads as a `PostgresEventTuple`, then its JSON bytes;
-        // the head last, also on the one row of nulls that says "no event matched".
-        // (The head as a one-row subquery: planned as one row, the statement stays cheap enough that
-        // PostgreSQL does not compile it with JIT, which costs more than the read.)
-        text: `SELECT e.*, h.position FROM (SELECT position FROM ${this.s}.head WHERE id LIMIT 1) h LEFT JOIN LATERAL (
+      // The event columns first, so each row reads as a `PostgresEventTuple`, then its JSON bytes;
+      // the head last, also on the one row of nulls that says "no event matched".
+      // (The head as a one-row subquery: planned as one row, the statement stays cheap enough that
+      // PostgreSQL does not compile it with JIT, which costs more than the read.)
+      const text = `SELECT e.*, h.position FROM (SELECT position FROM ${this.s}.head WHERE id LIMIT 1) h LEFT JOIN LATERAL (
             SELECT ${EVENT_TUPLE_COLUMNS}, octet_length(data::text) + octet_length(metadata::text) AS bytes
             FROM ${this.s}.events
             WHERE ${positionRange(filter, '$1', 'least(h.position, $1 + $3)')} AND ${sql.where}
-            ORDER BY position LIMIT $2) e ON true`,
+            ORDER BY position LIMIT $2) e ON true`;
+      // Named when unfiltered, as `readPage`'s read (its generic plan is the same walk of the
+      // position index); filtered scans stay unnamed for the same reason as there.
+      return {
+        query: key === NO_FILTER ? { ...this.statementName('scan_page'), text } : { text },
         params: sql.params,
       };
     });
-    const text = q.text;
+    const query = q.query;
     const values = [after, limit, maxScan, ...q.params];
     const r = await withReconnect(
-      () => this.pool.query<(string | null)[]>({ text, values, rowMode: 'array' }),
+      () => this.pool.query<(string | null)[]>({ ...query, values, rowMode: 'array' }),
       this.retry,
       this.countFault,
     );

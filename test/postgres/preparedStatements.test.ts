@@ -11,7 +11,7 @@ async function preparedNames(store: PostgresEventStore): Promise<string[]> {
   return r.rows.map((row) => row.name);
 }
 
-/** One append, one `readStream` and one `readAll`, each read to its end. */
+/** One append, one `readStream` and one `readAll`, each read to its end, and a subscription's first page. */
 async function appendAndRead(store: PostgresEventStore): Promise<void> {
   await store.append('order-1', [{ type: 'order.placed', data: { total: 5 } }]);
   const streamed = [];
@@ -20,15 +20,20 @@ async function appendAndRead(store: PostgresEventStore): Promise<void> {
   for await (const e of store.readAll()) all.push(e.type);
   assert.deepEqual(streamed, ['order.placed']);
   assert.deepEqual(all, ['order.placed']);
+  const page = await store.scanPage(0, {}, 10, 1000);
+  assert.deepEqual(
+    page.events.map((e) => e.type),
+    ['order.placed'],
+  );
 }
 
 describe('statements prepared on the pooled connections', { skip: pg.skip }, () => {
-  it('are named for the hot paths by default: append, readStream and readAll', async () => {
+  it('are named for the hot paths by default: append, readStream, readAll and an unfiltered subscription page', async () => {
     const store = await pg.openStore({ poolSize: 1 });
     try {
       await appendAndRead(store);
       const names = await preparedNames(store);
-      for (const what of ['append_one', 'read_stream', 'read_all'])
+      for (const what of ['append_one', 'read_stream', 'read_all', 'scan_page'])
         assert.ok(
           names.some((n) => n.startsWith(`idem_${what}_`)),
           `${what} is not among the prepared statements: ${names.join(', ')}`,
