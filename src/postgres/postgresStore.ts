@@ -233,7 +233,7 @@ export class PostgresEventStore implements EventStore {
     });
     this.subscriptions = new SubscriptionService(
       this,
-      new PostgresSubscriptionState(pool, this.s, this.retry),
+      new PostgresSubscriptionState(pool, this.s, this.retry, this.prepared),
     );
     this.consumers = this.subscriptions.consumers;
     this.deadLetters = this.subscriptions.deadLetters;

@@ -27,6 +27,7 @@ import type {
   WriteResult,
 } from '../subscriptions/stateBackend.js';
 import { withReconnect, type RetryOptions } from './connectionFaults.js';
+import { statementName } from './schemaName.js';
 
 interface ConsumerRow {
   name: string;
@@ -164,12 +165,15 @@ export class PostgresSubscriptionState implements SubscriptionStateBackend {
     queueMicrotask,
     (names, epochs, positions) =>
       this.query(
-        `WITH v AS (
+        this.named(
+          'ack',
+          `WITH v AS (
            SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS v(name, epoch, position))
          UPDATE ${this.c} t SET position = greatest(t.position, v.position),
            updated_at = CASE WHEN v.position > t.position THEN now() ELSE t.updated_at END
          FROM v WHERE t.name = v.name AND t.epoch = v.epoch
          RETURNING t.name, t.epoch, t.position`,
+        ),
         [names, epochs, positions],
       ),
     (row) => ({ ok: true, position: Number(row.position), resolved: 0 }),
@@ -187,11 +191,14 @@ export class PostgresSubscriptionState implements SubscriptionStateBackend {
     setImmediate,
     (names, epochs, ttls) =>
       this.query(
-        `WITH v AS (
+        this.named(
+          'renew',
+          `WITH v AS (
            SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS v(name, epoch, ttl))
          UPDATE ${this.c} t SET lease_expires_at = ${TTL('v.ttl')}
          FROM v WHERE t.name = v.name AND t.epoch = v.epoch
          RETURNING t.name, t.epoch, t.lease_expires_at, t.pause_reason, t.paused_at, t.paused_by`,
+        ),
         [names, epochs, ttls],
       ),
     (row) => ({ ok: true, leaseExpiresAt: isoTime(row.lease_expires_at), pause: toPause(row) }),
@@ -201,8 +208,10 @@ export class PostgresSubscriptionState implements SubscriptionStateBackend {
   constructor(
     private readonly pool: Pool,
     /** The quoted schema. */
-    s: string,
+    private readonly s: string,
     private readonly retryOptions: RetryOptions = {},
+    /** Send the grouped acks and renewals as named statements, prepared once per connection. */
+    private readonly prepared = true,
   ) {
     this.c = `${s}.consumers`;
     this.d = `${s}.dead_letters`;
@@ -580,10 +589,21 @@ export class PostgresSubscriptionState implements SubscriptionStateBackend {
   }
 
   private async query<R extends object = Record<string, unknown>>(
-    sql: string,
+    sql: string | { name?: string; text: string },
     params: unknown[] = [],
   ): Promise<R[]> {
-    return (await withReconnect(() => this.pool.query<R>(sql, params), this.retryOptions)).rows;
+    const config = typeof sql === 'string' ? { text: sql } : sql;
+    return (await withReconnect(() => this.pool.query<R>({ ...config, values: params }), this.retryOptions))
+      .rows;
+  }
+
+  /**
+   * A statement run by every subscription at every page or heartbeat, named (when `prepared`) so
+   * that each connection parses and plans it once: planning the grouped ack took about as long as
+   * running and committing it.
+   */
+  private named(what: string, text: string): { name?: string; text: string } {
+    return this.prepared ? { name: statementName(what, this.s), text } : { text };
   }
 
   /** Runs `fn` in one transaction on one connection (retried whole after a connection fault). */

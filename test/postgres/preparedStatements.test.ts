@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import type { SubscriptionMessage } from '../../src/core/subscription.js';
 import type { PostgresEventStore } from '../../src/postgres/index.js';
 import { pgTestContext } from './pgFixtures.js';
 
@@ -27,13 +28,44 @@ async function appendAndRead(store: PostgresEventStore): Promise<void> {
   );
 }
 
+/**
+ * A subscription that acks its first page, then stays until its lease was renewed once (the shortest
+ * lease renews every third of a second).
+ */
+async function subscribeAckAndRenew(store: PostgresEventStore): Promise<void> {
+  const sub = await store.subscribe('prepared_v1', { from: 'start', leaseTtlMs: 1000 });
+  try {
+    // Not `for await`: leaving that loop would close the subscription.
+    const messages = sub[Symbol.asyncIterator]();
+    let m: SubscriptionMessage | undefined;
+    do m = (await messages.next()).value as SubscriptionMessage | undefined;
+    while (m && m.kind !== 'events');
+    assert.ok(m?.kind === 'events', 'the subscription ended before its first page');
+    assert.deepEqual(
+      m.events.map((e) => e.type),
+      ['order.placed'],
+    );
+    await sub.ack(m.events[0]!.position);
+    const lease = async () => (await store.consumers.get('prepared_v1')).leaseExpiresAt;
+    const first = await lease();
+    const deadline = Date.now() + 10_000;
+    while ((await lease()) === first) {
+      assert.ok(Date.now() < deadline, 'the lease was not renewed within 10 s');
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+  } finally {
+    await sub.close();
+  }
+}
+
 describe('statements prepared on the pooled connections', { skip: pg.skip }, () => {
   it('are named for the hot paths by default: append, readStream, readAll and an unfiltered subscription page', async () => {
     const store = await pg.openStore({ poolSize: 1 });
     try {
       await appendAndRead(store);
+      await subscribeAckAndRenew(store);
       const names = await preparedNames(store);
-      for (const what of ['append_one', 'read_stream', 'read_all', 'scan_page'])
+      for (const what of ['append_one', 'read_stream', 'read_all', 'scan_page', 'ack', 'renew'])
         assert.ok(
           names.some((n) => n.startsWith(`idem_${what}_`)),
           `${what} is not among the prepared statements: ${names.join(', ')}`,
@@ -47,6 +79,7 @@ describe('statements prepared on the pooled connections', { skip: pg.skip }, () 
     const store = await pg.openStore({ poolSize: 1, preparedStatements: false });
     try {
       await appendAndRead(store);
+      await subscribeAckAndRenew(store);
       assert.deepEqual(
         (await preparedNames(store)).filter((n) => n.startsWith('idem_')),
         [],
