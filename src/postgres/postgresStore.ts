@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { Client, Pool } from 'pg';
 import {
   READ_ALL_OPTION_KEYS,
@@ -81,6 +82,9 @@ import {
 
 /** The key of the empty filter (every event). */
 const NO_FILTER = filterKey({});
+
+/** Filters whose subscription page is a named statement, per store (see `scanName`). */
+const MAX_NAMED_SCANS = 32;
 
 /** A statement's text, and its name when it is prepared once per connection. */
 interface NamedQuery {
@@ -169,6 +173,8 @@ export class PostgresEventStore implements EventStore {
   private readonly prepared: boolean;
   /** Scan queries of the subscriptions (`scanPage`), by filter. */
   private readonly scanQueries = new QueryCache<{ query: NamedQuery; params: string[][] }>();
+  /** The filter keys whose scan is a named statement (see `scanName`). */
+  private readonly namedScans = new Set<string>();
   /** The statement of `scanKeys`. */
   private keysQuery: { name?: string; text: string } | undefined;
   /** The statement of `groupKeys`. */
@@ -350,12 +356,7 @@ export class PostgresEventStore implements EventStore {
             FROM ${this.s}.events
             WHERE ${positionRange(filter, '$1', 'least(h.position, $1 + $3)')} AND ${sql.where}
             ORDER BY position LIMIT $2) e ON true`;
-      // Named when unfiltered, as `readPage`'s read (its generic plan is the same walk of the
-      // position index); filtered scans stay unnamed for the same reason as there.
-      return {
-        query: key === NO_FILTER ? { ...this.statementName('scan_page'), text } : { text },
-        params: sql.params,
-      };
+      return { query: { ...this.scanName(key), text }, params: sql.params };
     });
     const query = q.query;
     const values = [after, limit, maxScan, ...q.params];
@@ -619,6 +620,21 @@ export class PostgresEventStore implements EventStore {
   };
 
   /** `{ name }` for a named statement of this store, or nothing when statements are not prepared. */
+  /**
+   * The name of a subscription page's statement: the unfiltered one's, and one per filter for the first
+   * `MAX_NAMED_SCANS` filters this store reads; beyond them, none (unnamed, planned per page), so that
+   * a server reading for many filters does not keep a prepared statement for each on every pooled
+   * connection. A name is the filter's hash, so two stores on one pool and schema name alike.
+   */
+  private scanName(key: string): { name?: string } {
+    if (key === NO_FILTER) return this.statementName('scan_page');
+    if (!this.namedScans.has(key)) {
+      if (this.namedScans.size >= MAX_NAMED_SCANS) return {};
+      this.namedScans.add(key);
+    }
+    return this.statementName(`scan_${createHash('sha256').update(key).digest('hex').slice(0, 12)}`);
+  }
+
   private statementName(what: string): { name?: string } {
     return this.prepared ? { name: statementName(what, this.s) } : {};
   }

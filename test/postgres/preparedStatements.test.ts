@@ -75,11 +75,29 @@ describe('statements prepared on the pooled connections', { skip: pg.skip }, () 
     }
   });
 
+  it("name a filtered subscription page by its filter, for a store's first 32 filters only", async () => {
+    const store = await pg.openStore({ poolSize: 1 });
+    try {
+      await store.append('order-1', [{ type: 'type-0', data: {} }]);
+      for (let i = 0; i < 33; i++) {
+        const page = await store.scanPage(0, { types: [`type-${i}`] }, 10, 1000);
+        assert.equal(page.events.length, i === 0 ? 1 : 0);
+      }
+      // Again: the same statements, no new ones.
+      for (let i = 0; i < 33; i++) await store.scanPage(0, { types: [`type-${i}`] }, 10, 1000);
+      const filtered = (await preparedNames(store)).filter((n) => /^idem_scan_[0-9a-f]{12}_/.test(n));
+      assert.equal(filtered.length, 32);
+    } finally {
+      await store.close();
+    }
+  });
+
   it('are none with preparedStatements: false', async () => {
     const store = await pg.openStore({ poolSize: 1, preparedStatements: false });
     try {
       await appendAndRead(store);
       await subscribeAckAndRenew(store);
+      await store.scanPage(0, { types: ['order.placed'] }, 10, 1000);
       assert.deepEqual(
         (await preparedNames(store)).filter((n) => n.startsWith('idem_')),
         [],
