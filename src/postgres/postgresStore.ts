@@ -619,7 +619,6 @@ export class PostgresEventStore implements EventStore {
     this.faults++;
   };
 
-  /** `{ name }` for a named statement of this store, or nothing when statements are not prepared. */
   /**
    * The name of a subscription page's statement: the unfiltered one's, and one per filter for the first
    * `MAX_NAMED_SCANS` filters this store reads; beyond them, none (unnamed, planned per page), so that
@@ -635,6 +634,7 @@ export class PostgresEventStore implements EventStore {
     return this.statementName(`scan_${createHash('sha256').update(key).digest('hex').slice(0, 12)}`);
   }
 
+  /** `{ name }` for a named statement of this store, or nothing when statements are not prepared. */
   private statementName(what: string): { name?: string } {
     return this.prepared ? { name: statementName(what, this.s) } : {};
   }
