@@ -626,6 +626,7 @@ export class PostgresEventStore implements EventStore {
    * connection. A name is the filter's hash, so two stores on one pool and schema name alike.
    */
   private scanName(key: string): { name?: string } {
+    if (!this.prepared) return {};
     if (key === NO_FILTER) return this.statementName('scan_page');
     if (!this.namedScans.has(key)) {
       if (this.namedScans.size >= MAX_NAMED_SCANS) return {};

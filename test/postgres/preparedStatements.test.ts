@@ -59,7 +59,7 @@ async function subscribeAckAndRenew(store: PostgresEventStore): Promise<void> {
 }
 
 describe('statements prepared on the pooled connections', { skip: pg.skip }, () => {
-  it('are named for the hot paths by default: append, readStream, readAll and an unfiltered subscription page', async () => {
+  it("are named for the hot paths by default: append, reads, a subscription's page, ack and lease renewal", async () => {
     const store = await pg.openStore({ poolSize: 1 });
     try {
       await appendAndRead(store);
