@@ -83,8 +83,8 @@ import {
 /** The key of the empty filter (every event). */
 const NO_FILTER = filterKey({});
 
-/** Filters whose subscription page is a named statement, per store (see `scanName`). */
-const MAX_NAMED_SCANS = 32;
+/** Filters whose subscription page, and filters whose `readAll` page, is a named statement, per store (see `filterName`). */
+const MAX_NAMED_FILTERS = 32;
 
 /** A statement's text, and its name when it is prepared once per connection. */
 interface NamedQuery {
@@ -173,8 +173,8 @@ export class PostgresEventStore implements EventStore {
   private readonly prepared: boolean;
   /** Scan queries of the subscriptions (`scanPage`), by filter. */
   private readonly scanQueries = new QueryCache<{ query: NamedQuery; params: string[][] }>();
-  /** The filter keys whose scan is a named statement (see `scanName`). */
-  private readonly namedScans = new Set<string>();
+  /** The filter keys whose subscription page and `readAll` page are named statements (see `filterName`). */
+  private readonly namedFilters = { scan: new Set<string>(), read: new Set<string>() };
   /** The statement of `scanKeys`. */
   private keysQuery: { name?: string; text: string } | undefined;
   /** The statement of `groupKeys`. */
@@ -315,14 +315,9 @@ export class PostgresEventStore implements EventStore {
       const sql = filterSql(filter, 3);
       const text = `SELECT ${EVENT_TUPLE_COLUMNS}, octet_length(data::text) + octet_length(metadata::text)
           FROM ${this.s}.events WHERE ${positionRange(filter, '$1')} AND ${sql.where} ORDER BY position LIMIT $2`;
-      return {
-        // The last column, the events' JSON bytes, bounds a delivered page (`maxBytes`); json is kept
-        // as text, so it costs no conversion. The unfiltered read (readAll, every subscription without
-        // a filter) is a named statement; filtered ones are not, so that a server's many filters do
-        // not each keep a prepared statement on every pooled connection.
-        query: key === NO_FILTER ? { ...this.statementName('read_all'), text } : { text },
-        params: sql.params,
-      };
+      // The last column, the events' JSON bytes, bounds a delivered page (`maxBytes`); json is kept
+      // as text, so it costs no conversion. Named as a subscription's page is (see `filterName`).
+      return { query: { ...this.filterName('read', key), text }, params: sql.params };
     });
     return this.queryEvents(q.query, [after, limit, ...q.params], maxBytes);
   }
@@ -356,7 +351,7 @@ export class PostgresEventStore implements EventStore {
             FROM ${this.s}.events
             WHERE ${positionRange(filter, '$1', 'least(h.position, $1 + $3)')} AND ${sql.where}
             ORDER BY position LIMIT $2) e ON true`;
-      return { query: { ...this.scanName(key), text }, params: sql.params };
+      return { query: { ...this.filterName('scan', key), text }, params: sql.params };
     });
     const query = q.query;
     const values = [after, limit, maxScan, ...q.params];
@@ -620,19 +615,21 @@ export class PostgresEventStore implements EventStore {
   };
 
   /**
-   * The name of a subscription page's statement: the unfiltered one's, and one per filter for the first
-   * `MAX_NAMED_SCANS` filters this store reads; beyond them, none (unnamed, planned per page), so that
-   * a server reading for many filters does not keep a prepared statement for each on every pooled
-   * connection. A name is the filter's hash, so two stores on one pool and schema name alike.
+   * The name of the statement of a subscription's page (`scan`) or of a `readAll` page (`read`): the
+   * unfiltered one's, and one per filter for the first `MAX_NAMED_FILTERS` filters this store reads
+   * that way; beyond them, none (unnamed, planned per page), so that a server reading for many
+   * filters does not keep a prepared statement for each on every pooled connection. A name is the
+   * filter's hash, so two stores on one pool and schema name alike.
    */
-  private scanName(key: string): { name?: string } {
+  private filterName(what: 'scan' | 'read', key: string): { name?: string } {
     if (!this.prepared) return {};
-    if (key === NO_FILTER) return this.statementName('scan_page');
-    if (!this.namedScans.has(key)) {
-      if (this.namedScans.size >= MAX_NAMED_SCANS) return {};
-      this.namedScans.add(key);
+    if (key === NO_FILTER) return this.statementName(what === 'scan' ? 'scan_page' : 'read_all');
+    const named = this.namedFilters[what];
+    if (!named.has(key)) {
+      if (named.size >= MAX_NAMED_FILTERS) return {};
+      named.add(key);
     }
-    return this.statementName(`scan_${createHash('sha256').update(key).digest('hex').slice(0, 12)}`);
+    return this.statementName(`${what}_${createHash('sha256').update(key).digest('hex').slice(0, 12)}`);
   }
 
   /** `{ name }` for a named statement of this store, or nothing when statements are not prepared. */

@@ -75,18 +75,28 @@ describe('statements prepared on the pooled connections', { skip: pg.skip }, () 
     }
   });
 
-  it("name a filtered subscription page by its filter, for a store's first 32 filters only", async () => {
+  it("name a filtered subscription page, and a filtered readAll, by its filter for a store's first 32 filters only", async () => {
     const store = await pg.openStore({ poolSize: 1 });
+    const readAll = async (type: string) => {
+      const types = [];
+      for await (const e of store.readAll({ filter: { types: [type] } })) types.push(e.type);
+      return types;
+    };
     try {
       await store.append('order-1', [{ type: 'type-0', data: {} }]);
       for (let i = 0; i < 33; i++) {
         const page = await store.scanPage(0, { types: [`type-${i}`] }, 10, 1000);
         assert.equal(page.events.length, i === 0 ? 1 : 0);
+        assert.deepEqual(await readAll(`type-${i}`), i === 0 ? ['type-0'] : []);
       }
       // Again: the same statements, no new ones.
-      for (let i = 0; i < 33; i++) await store.scanPage(0, { types: [`type-${i}`] }, 10, 1000);
-      const filtered = (await preparedNames(store)).filter((n) => /^idem_scan_[0-9a-f]{12}_/.test(n));
-      assert.equal(filtered.length, 32);
+      for (let i = 0; i < 33; i++) {
+        await store.scanPage(0, { types: [`type-${i}`] }, 10, 1000);
+        await readAll(`type-${i}`);
+      }
+      const names = await preparedNames(store);
+      assert.equal(names.filter((n) => /^idem_scan_[0-9a-f]{12}_/.test(n)).length, 32);
+      assert.equal(names.filter((n) => /^idem_read_[0-9a-f]{12}_/.test(n)).length, 32);
     } finally {
       await store.close();
     }
@@ -98,6 +108,8 @@ describe('statements prepared on the pooled connections', { skip: pg.skip }, () 
       await appendAndRead(store);
       await subscribeAckAndRenew(store);
       await store.scanPage(0, { types: ['order.placed'] }, 10, 1000);
+      for await (const e of store.readAll({ filter: { types: ['order.placed'] } }))
+        assert.equal(e.type, 'order.placed');
       assert.deepEqual(
         (await preparedNames(store)).filter((n) => n.startsWith('idem_')),
         [],
