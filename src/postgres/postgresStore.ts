@@ -83,7 +83,7 @@ import {
 /** The key of the empty filter (every event). */
 const NO_FILTER = filterKey({});
 
-/** Filters whose subscription page, and filters whose `readAll` page, is a named statement, per store (see `filterName`). */
+/** Filters per store whose subscription page (and, apart, whose `readAll` page) is named (see `filterName`). */
 const MAX_NAMED_FILTERS = 32;
 
 /** A statement's text, and its name when it is prepared once per connection. */
@@ -173,7 +173,7 @@ export class PostgresEventStore implements EventStore {
   private readonly prepared: boolean;
   /** Scan queries of the subscriptions (`scanPage`), by filter. */
   private readonly scanQueries = new QueryCache<{ query: NamedQuery; params: string[][] }>();
-  /** The filter keys whose subscription page and `readAll` page are named statements (see `filterName`). */
+  /** The filters whose subscription page, and whose `readAll` page, is named (see `filterName`). */
   private readonly namedFilters = { scan: new Set<string>(), read: new Set<string>() };
   /** The statement of `scanKeys`. */
   private keysQuery: { name?: string; text: string } | undefined;
