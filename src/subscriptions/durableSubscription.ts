@@ -115,8 +115,13 @@ export class DurableSubscription implements Subscription {
   /** Whether the last `paused` message said paused: one message per change. */
   private announcedPause = false;
   private closed = false;
-  /** The last read that looked at new positions reached the head and found only events the filter leaves out. */
-  private idle = false;
+  /**
+   * The last read that looked at new positions reached the head and found only events the filter
+   * leaves out, or a subscription with a filter has delivered nothing yet (one that resumes at a
+   * quiet head): the next reads ask the shared tail first, and the polls between appends fall on
+   * the polling interval's ticks. An unfiltered subscription gains nothing from the tail.
+   */
+  private idle: boolean;
   /** Waiting for the next polling tick after a read that found only left-out events: appends do not wake it. */
   private resting = false;
   private lost: FencedError | null = null;
@@ -134,6 +139,7 @@ export class DurableSubscription implements Subscription {
     pause: ConsumerPause | null,
   ) {
     this.stored = pause;
+    this.idle = Object.keys(options.filter).length > 0;
     this.consumer = options.consumer;
     this.epoch = epoch;
     this.startPosition = position;
@@ -383,10 +389,13 @@ export class DurableSubscription implements Subscription {
           yield { kind: 'caught_up', position: this.readPos };
           continue;
         }
-        // Waiting for appends (or acks): other processes' commits are wanted now.
+        // Waiting for appends (or acks): other processes' commits are wanted now. An idle
+        // subscription polls on the interval's ticks, as a resting one does, so that the idle
+        // subscriptions of a quiet log share one read of the tail per tick.
         this.deps.hearing?.begin();
         try {
-          await this.wake.wait(generation, this.deps.pollIntervalMs);
+          const poll = this.deps.pollIntervalMs;
+          await this.wake.wait(generation, this.idle ? poll - (Date.now() % poll) : poll);
         } finally {
           this.deps.hearing?.end();
         }

@@ -141,26 +141,32 @@ describe('an idle subscription whose filter matches nothing', () => {
   });
 });
 
+/** A memory store behind a source with a shared tail (`scanKeys`) that records the pages and the keys it reads. */
+function tailRecordingSource() {
+  const store = createMemoryStore();
+  const pages: Read[] = [];
+  const keys: Read[] = [];
+  const source: SubscriptionSource = {
+    readAll: (o) => store.readAll(o),
+    headPosition: () => store.headPosition(),
+    onAppend: (listener) => store.onAppend(listener),
+    async scanPage(after, filter, limit, maxScan) {
+      const page = await store.scanPage(after, filter, limit, maxScan);
+      pages.push({ after, through: page.through, maxScan });
+      return page;
+    },
+    async scanKeys(after, maxScan) {
+      const page = await store.scanKeys(after, maxScan);
+      keys.push({ after, through: page.through, maxScan });
+      return page;
+    },
+  };
+  return { store, pages, keys, source };
+}
+
 describe('idle subscriptions of one service', () => {
   it('share the reads of the log tail: after catching up, events no filter matches are looked at once for all', async () => {
-    const store = createMemoryStore();
-    const pages: Read[] = [];
-    const keys: Read[] = [];
-    const source: SubscriptionSource = {
-      readAll: (o) => store.readAll(o),
-      headPosition: () => store.headPosition(),
-      onAppend: (listener) => store.onAppend(listener),
-      async scanPage(after, filter, limit, maxScan) {
-        const page = await store.scanPage(after, filter, limit, maxScan);
-        pages.push({ after, through: page.through, maxScan });
-        return page;
-      },
-      async scanKeys(after, maxScan) {
-        const page = await store.scanKeys(after, maxScan);
-        keys.push({ after, through: page.through, maxScan });
-        return page;
-      },
-    };
+    const { store, pages, keys, source } = tailRecordingSource();
     const service = new SubscriptionService(source, new MemorySubscriptionState(), { pollIntervalMs: 5 });
     const readers: Reader[] = [];
     try {
@@ -184,6 +190,42 @@ describe('idle subscriptions of one service', () => {
       const [e] = await readers[3]!.waitForEvents(1);
       assert.equal(e!.position, 202);
       assert.equal(pages[pagesAtCaughtUp]!.after, 201, 'its own read starts at the match');
+    } finally {
+      for (const r of readers) await r.stop();
+      await service.close();
+      await store.close();
+    }
+  });
+});
+
+describe('narrow subscriptions that start at a quiet head', () => {
+  it('read no pages of their own while nothing is appended: their polls read the shared tail', async () => {
+    const { store, pages, keys, source } = tailRecordingSource();
+    const service = new SubscriptionService(source, new MemorySubscriptionState(), { pollIntervalMs: 20 });
+    const readers: Reader[] = [];
+    try {
+      await store.append('other-0', [{ type: 't', data: null }]);
+      for (let i = 0; i < 10; i++) {
+        const filter = { streamPrefixes: [`zz${i}-`] };
+        readers.push(new Reader(await service.subscribe(`quiet_${i}_v1`, { filter, from: 'end' })));
+      }
+      for (const r of readers) {
+        await r.waitFor(() => r.messages.some((m) => m.kind === 'caught_up'), 'caught_up');
+      }
+      const pagesAtCaughtUp = pages.length;
+      const keysAtCaughtUp = keys.length;
+      await until(() => keys.length >= keysAtCaughtUp + 5, { message: 'five more reads of the tail' });
+      assert.equal(pages.length, pagesAtCaughtUp, 'no subscription read pages of events for itself');
+      assert.ok(
+        keys.slice(keysAtCaughtUp).every((k) => k.after === 1 && k.through === 1),
+        'the tail reads start at the head',
+      );
+      // A matching event is still delivered, read from its position.
+      await store.append('zz3-1', [{ type: 't', data: null }]);
+      const [e] = await readers[3]!.waitForEvents(1);
+      assert.equal(e!.position, 2);
+      assert.equal(pages[pagesAtCaughtUp]!.after, 1, 'its own read starts at the match');
+      assert.ok(readers.every((r, i) => i === 3 || r.events.length === 0));
     } finally {
       for (const r of readers) await r.stop();
       await service.close();
