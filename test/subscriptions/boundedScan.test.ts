@@ -85,20 +85,39 @@ interface Read {
   maxScan: number;
 }
 
-/** A memory store behind a source that records each of the engine's reads, and its service. */
-function recordingService(pollIntervalMs = 5) {
+/**
+ * A memory store behind a source that records the engine's reads of pages and, with `tail`, its reads
+ * of the keys of the log's tail (`scanKeys`, which the idle subscriptions of a service share).
+ */
+function recordingSource(tail: boolean) {
   const store = createMemoryStore();
-  const reads: Read[] = [];
+  const pages: Read[] = [];
+  const keys: Read[] = [];
   const source: SubscriptionSource = {
     readAll: (o) => store.readAll(o),
     headPosition: () => store.headPosition(),
     onAppend: (listener) => store.onAppend(listener),
     async scanPage(after, filter, limit, maxScan) {
       const page = await store.scanPage(after, filter, limit, maxScan);
-      reads.push({ after, through: page.through, maxScan });
+      pages.push({ after, through: page.through, maxScan });
       return page;
     },
+    ...(tail
+      ? {
+          async scanKeys(after: number, maxScan: number) {
+            const page = await store.scanKeys(after, maxScan);
+            keys.push({ after, through: page.through, maxScan });
+            return page;
+          },
+        }
+      : {}),
   };
+  return { store, pages, keys, source };
+}
+
+/** A memory store behind a source that records each of the engine's reads (no tail), and its service. */
+function recordingService(pollIntervalMs = 5) {
+  const { store, pages: reads, source } = recordingSource(false);
   const service = new SubscriptionService(source, new MemorySubscriptionState(), { pollIntervalMs });
   const close = async (): Promise<void> => {
     await service.close();
@@ -141,43 +160,33 @@ describe('an idle subscription whose filter matches nothing', () => {
   });
 });
 
-/** A memory store behind a source with a shared tail (`scanKeys`) that records the pages and the keys it reads. */
-function tailRecordingSource() {
-  const store = createMemoryStore();
-  const pages: Read[] = [];
-  const keys: Read[] = [];
-  const source: SubscriptionSource = {
-    readAll: (o) => store.readAll(o),
-    headPosition: () => store.headPosition(),
-    onAppend: (listener) => store.onAppend(listener),
-    async scanPage(after, filter, limit, maxScan) {
-      const page = await store.scanPage(after, filter, limit, maxScan);
-      pages.push({ after, through: page.through, maxScan });
-      return page;
-    },
-    async scanKeys(after, maxScan) {
-      const page = await store.scanKeys(after, maxScan);
-      keys.push({ after, through: page.through, maxScan });
-      return page;
-    },
-  };
-  return { store, pages, keys, source };
+/** Ten subscriptions named `<name>_<i>_v1` whose filters (`zz<i>-` streams) match no event of the log, each caught up. */
+async function caughtUpNarrowReaders(
+  service: SubscriptionService,
+  name: string,
+  from?: 'end',
+): Promise<Reader[]> {
+  const readers: Reader[] = [];
+  for (let i = 0; i < 10; i++) {
+    const filter = { streamPrefixes: [`zz${i}-`] };
+    readers.push(
+      new Reader(await service.subscribe(`${name}_${i}_v1`, from ? { filter, from } : { filter })),
+    );
+  }
+  for (const r of readers) {
+    await r.waitFor(() => r.messages.some((m) => m.kind === 'caught_up'), 'caught_up');
+  }
+  return readers;
 }
 
 describe('idle subscriptions of one service', () => {
   it('share the reads of the log tail: after catching up, events no filter matches are looked at once for all', async () => {
-    const { store, pages, keys, source } = tailRecordingSource();
+    const { store, pages, keys, source } = recordingSource(true);
     const service = new SubscriptionService(source, new MemorySubscriptionState(), { pollIntervalMs: 5 });
     const readers: Reader[] = [];
     try {
       await store.append('other-0', [{ type: 't', data: null }]);
-      for (let i = 0; i < 10; i++) {
-        const filter = { streamPrefixes: [`zz${i}-`] };
-        readers.push(new Reader(await service.subscribe(`narrow_${i}_v1`, { filter })));
-      }
-      for (const r of readers) {
-        await r.waitFor(() => r.messages.some((m) => m.kind === 'caught_up'), 'caught_up');
-      }
+      readers.push(...(await caughtUpNarrowReaders(service, 'narrow')));
       const pagesAtCaughtUp = pages.length;
       for (let i = 1; i <= 200; i++) await store.append(`other-${i}`, [{ type: 't', data: null }]);
       await until(() => keys.some((k) => k.through === 201), { message: 'the tail read through 201' });
@@ -200,18 +209,12 @@ describe('idle subscriptions of one service', () => {
 
 describe('narrow subscriptions that start at a quiet head', () => {
   it('read no pages of their own while nothing is appended: their polls read the shared tail', async () => {
-    const { store, pages, keys, source } = tailRecordingSource();
+    const { store, pages, keys, source } = recordingSource(true);
     const service = new SubscriptionService(source, new MemorySubscriptionState(), { pollIntervalMs: 20 });
     const readers: Reader[] = [];
     try {
       await store.append('other-0', [{ type: 't', data: null }]);
-      for (let i = 0; i < 10; i++) {
-        const filter = { streamPrefixes: [`zz${i}-`] };
-        readers.push(new Reader(await service.subscribe(`quiet_${i}_v1`, { filter, from: 'end' })));
-      }
-      for (const r of readers) {
-        await r.waitFor(() => r.messages.some((m) => m.kind === 'caught_up'), 'caught_up');
-      }
+      readers.push(...(await caughtUpNarrowReaders(service, 'quiet', 'end')));
       const pagesAtCaughtUp = pages.length;
       const keysAtCaughtUp = keys.length;
       await until(() => keys.length >= keysAtCaughtUp + 5, { message: 'five more reads of the tail' });
