@@ -83,7 +83,7 @@ export function describeErrorsAndGaps<Tx>(label: string, make: MakeTargetFixture
       }));
 
     // On SQLite a backoff inside the transaction would hold the target's write lock (BEGIN IMMEDIATE).
-    it('another consumer of the same target keeps its normal p99 latency (plus 50 ms) while a poison event is retried', () =>
+    it('another consumer of the same target keeps its normal latency (p99 plus 50 ms) while a poison event is retried', () =>
       withHarness(make, async (h) => {
         const other = randomStream('other');
         const b = h.consumer({ name: `${h.name}_b`, filter: { categories: ['other'] } });
@@ -124,16 +124,20 @@ export function describeErrorsAndGaps<Tx>(label: string, make: MakeTargetFixture
           message: 'the poison event dead-lettered',
         });
         await a.stop();
-        const p99 = (xs: number[]): number => [...xs].sort((x, y) => x - y)[Math.ceil(0.99 * xs.length) - 1]!;
-        // Four backoffs of 500 ms: with the transaction held through them, a B event appended during
-        // each would wait up to 500 ms, four of B's slowest events. The p99 of B's events during the
-        // retries (about 200 of them: among the four slowest) must stay under its normal p99 plus
-        // 50 ms; one stall of a loaded machine alone does not move it.
+        const sorted = (xs: number[]): number[] => [...xs].sort((x, y) => x - y);
+        const p99 = (xs: number[]): number => sorted(xs)[Math.ceil(0.99 * xs.length) - 1]!;
+        // Four backoffs of 500 ms: with the transaction held through them, the B event appended at
+        // the start of each would wait most of it, so four of B's events during the retries would
+        // take about half a second. Its third slowest must stay under B's normal p99 plus 50 ms:
+        // that still fails when the backoffs hold the transaction, while two stalls of a loaded
+        // machine (the p99 of the 100 to 200 events during the retries is one of their two
+        // slowest) do not fail it.
         assert.ok(during.length >= 20, `B appended ${during.length} events during A's retries`);
+        const slowest = sorted(during).slice(-3).reverse();
         assert.ok(
-          p99(during) < p99(normal) + 50,
-          `B's p99 during A's retries was ${p99(during).toFixed(1)} ms (${during.length} events, slowest ` +
-            `${Math.max(...during).toFixed(1)} ms), against its normal p99 ${p99(normal).toFixed(1)} ms (${normal.length} events)`,
+          slowest[2]! < p99(normal) + 50,
+          `B's three slowest events during A's retries took ${slowest.map((x) => x.toFixed(1)).join(', ')} ms ` +
+            `(${during.length} events), against its normal p99 ${p99(normal).toFixed(1)} ms (${normal.length} events)`,
         );
       }));
 
