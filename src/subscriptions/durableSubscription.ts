@@ -379,7 +379,7 @@ export class DurableSubscription implements Subscription {
           // bounded number of reads (at the price of up to that much latency on their next matching
           // event). The ticks are the same for every subscription, so their reads of the tail are one.
           if (this.readPos > from) {
-            await this.restUntilNextPoll();
+            await this.rest();
             continue;
           }
         } else if (!caughtUp && (await this.deps.source.headPosition()) <= this.readPos) {
@@ -591,6 +591,43 @@ export class DurableSubscription implements Subscription {
   private assertUsable(): void {
     if (this.lost) throw this.lost;
     if (this.closed) throw new ClosedError(`subscription of consumer "${this.consumer}"`);
+  }
+
+  /**
+   * Waits after a read that found only events the filter leaves out; appends do not wake it. With a
+   * shared tail and no stream blocked here it rests in the tail: woken when the tail shows an event
+   * for the filter (or cannot tell), for the next check for retrying dead letters, or by what wakes
+   * the loop (acks, close, a pause, the lease's loss); meanwhile the read position follows the
+   * positions the tail looked at, and the stored cursor follows it as `settleCursor` moves it.
+   * Otherwise it waits for the next tick of the polling interval.
+   */
+  private async rest(): Promise<void> {
+    const tail = this.deps.tail;
+    if (!tail || this.blocked.size > 0) return this.restUntilNextPoll();
+    const generation = this.wake.generation;
+    const poll = this.deps.pollIntervalMs;
+    this.resting = true;
+    const resting = tail.rest(this.readPos, this.options.filter, MAX_SCAN, poll, (through) =>
+      this.restedThrough(through),
+    );
+    try {
+      const now = Date.now();
+      await Promise.race([
+        resting.done,
+        this.wake.wait(generation, Math.max(poll - (now % poll), this.nextRedeliveryCheck - now)),
+      ]);
+    } finally {
+      resting.cancel();
+      this.resting = false;
+    }
+  }
+
+  /** The tail looked at the positions up to `through` for this resting subscription: none is for it. */
+  private restedThrough(through: number): void {
+    if (!this.resting || !this.active || through <= this.readPos) return;
+    this.readPos = through;
+    // A failed write of the cursor wakes the loop, whose own `settleCursor` meets the failure.
+    this.settleCursor().catch(() => this.wake.notify());
   }
 
   /** Waits for the next multiple of the polling interval (or less if it ends); appends do not wake it. */

@@ -27,6 +27,22 @@ export interface TailLook {
   first: number | null;
 }
 
+/** A subscription resting in the tail until it shows an event for its filter (see `SharedTail.rest`). */
+interface Rester {
+  /** Every position up to here was looked at for it. */
+  after: number;
+  readonly filter: EventFilter;
+  readonly maxScan: number;
+  readonly onThrough: (through: number) => void;
+  readonly wake: () => void;
+}
+
+/** What `SharedTail.rest` returns: `done` resolves when the rest ends; `cancel` ends it now. */
+export interface TailRest {
+  done: Promise<void>;
+  cancel(): void;
+}
+
 /**
  * The keys (stream, type, stream hash) of the log's last positions, read once for all the idle
  * subscriptions of a service: a subscription whose last read found nothing for its filter asks here
@@ -55,6 +71,11 @@ export class SharedTail {
   /** When the read of the last keys started. */
   private readAt = 0;
   private reading: Promise<void> | null = null;
+  /** The subscriptions resting here, and the timer of the next polling tick that looks for them. */
+  private readonly resters = new Set<Rester>();
+  private tick: NodeJS.Timeout | null = null;
+  /** A tick's looks are under way (the next tick is scheduled when they are done). */
+  private looking = false;
 
   /**
    * @param tailKeys Keys held at least (at most twice as many, plus a block); tests make it small.
@@ -101,6 +122,77 @@ export class SharedTail {
       i++;
     }
     return { through: end, head: this.head, first: null };
+  }
+
+  /**
+   * Rests a subscription whose reads found only events its filter leaves out, until the tail shows
+   * one it wants. At each tick of the polling interval (the multiples of `pollMs`, as the
+   * subscriptions' own polls) the tail looks after each resting subscription's position as its own
+   * `look` would, all of them on one read of the keys, and tells it through `onThrough` how far
+   * nothing matched; so a resting subscription costs a look per tick, not a wake-up of its own.
+   * `done` resolves when a look finds a match, stops short of the head it read, fails, or cannot
+   * answer (the tail no longer holds the position); the subscription then reads for itself.
+   */
+  rest(
+    after: number,
+    filter: EventFilter,
+    maxScan: number,
+    pollMs: number,
+    onThrough: (through: number) => void,
+  ): TailRest {
+    let wake!: () => void;
+    const done = new Promise<void>((resolve) => (wake = resolve));
+    const rester: Rester = { after, filter, maxScan, onThrough, wake };
+    this.resters.add(rester);
+    this.scheduleTick(pollMs);
+    return {
+      done,
+      cancel: () => {
+        this.resters.delete(rester);
+        wake();
+        if (this.resters.size === 0 && this.tick) {
+          clearTimeout(this.tick);
+          this.tick = null;
+        }
+      },
+    };
+  }
+
+  private scheduleTick(pollMs: number): void {
+    if (this.tick || this.looking || this.resters.size === 0) return;
+    this.tick = setTimeout(
+      () => {
+        this.tick = null;
+        void this.lookForResters(pollMs);
+      },
+      pollMs - (Date.now() % pollMs),
+    );
+  }
+
+  /** A polling tick: a look for every resting subscription, then the next tick while any rests. */
+  private async lookForResters(pollMs: number): Promise<void> {
+    this.looking = true;
+    try {
+      for (const r of [...this.resters]) {
+        let look: TailLook | null = null;
+        try {
+          look = await this.look(r.after, r.filter, r.maxScan);
+        } catch {
+          // Woken, its own read meets the failure.
+        }
+        if (!this.resters.has(r)) continue;
+        if (look === null || look.first !== null || look.through < look.head) {
+          this.resters.delete(r);
+          r.wake();
+        } else if (look.through > r.after) {
+          r.after = look.through;
+          r.onThrough(look.through);
+        }
+      }
+    } finally {
+      this.looking = false;
+      this.scheduleTick(pollMs);
+    }
   }
 
   /**

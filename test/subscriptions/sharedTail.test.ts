@@ -8,6 +8,7 @@ import { matchesFilter, type EventFilter } from '../../src/core/filter.js';
 import { streamHash } from '../../src/core/streamHash.js';
 import { SharedTail, TAIL_BLOCK } from '../../src/subscriptions/sharedTail.js';
 import { scanEnd, type EventKey } from '../../src/subscriptions/subscriptionSource.js';
+import { until } from '../support/until.js';
 
 const STREAMS = ['a', 'a-1', 'a-2', 'ab-1', 'ab-10', 'b-1', 'b-2', 'bc', 'c-1', 'é-1'];
 const TYPES = ['t1', 't2', 't3'];
@@ -156,5 +157,91 @@ describe('SharedTail', () => {
     assert.ok(reads <= 21 + 1, `the filter was consulted ${reads} times for ${keys.length} keys`);
     const none = await tail.look(0, { categories: ['nobody'], types: ['t'] }, keys.length);
     assert.deepEqual(none, { through: keys.length, head: keys.length, first: null });
+  });
+});
+
+describe('SharedTail.rest', () => {
+  /** A log of `x-1` keys the test appends to, with the reads of its keys counted. */
+  function growingLog() {
+    const keys: EventKey[] = [];
+    const log = {
+      reads: 0,
+      head: 0,
+      append(stream: string, n = 1): void {
+        for (let i = 0; i < n; i++) keys.push([keys.length + 1, stream, 't', streamHash(stream)]);
+        log.head = keys.length;
+      },
+      scan: (after: number, maxScan: number) => {
+        log.reads++;
+        const through = scanEnd(after, log.head, maxScan);
+        return Promise.resolve({ keys: keys.slice(after, through), through, head: log.head });
+      },
+    };
+    return log;
+  }
+
+  it('wakes a resting subscription at the first tick whose keys hold an event for it, telling it how far nothing matched', async () => {
+    const log = growingLog();
+    log.append('x-1', 10);
+    const tail = new SharedTail(log.scan, 1);
+    const throughs: number[] = [];
+    const rest = tail.rest(10, { streamPrefixes: ['mine-'] }, 10_000, 5, (t) => throughs.push(t));
+    let woken = false;
+    void rest.done.then(() => (woken = true));
+    log.append('x-1', 7);
+    await until(() => throughs.includes(17), { message: 'told through 17' });
+    assert.equal(woken, false);
+    log.append('x-1', 3);
+    log.append('mine-1');
+    await rest.done;
+    // Told each stretch of left-out positions, never past them.
+    assert.ok(
+      throughs.every((t) => t <= 20),
+      `throughs ${throughs.join(',')}`,
+    );
+    assert.deepEqual(
+      throughs.filter((t, i) => i > 0 && t <= throughs[i - 1]!),
+      [],
+    );
+  });
+
+  it('looks for every resting subscription on one read of the keys per tick', async () => {
+    const log = growingLog();
+    log.append('x-1', 5);
+    const tail = new SharedTail(log.scan, 1_000);
+    const rests = Array.from({ length: 20 }, (_, i) =>
+      tail.rest(5, { streamPrefixes: [`mine-${i}-`] }, 10_000, 5, () => undefined),
+    );
+    log.append('mine-7-a');
+    await rests[7]!.done;
+    const reads = log.reads;
+    assert.ok(reads <= 2, `${reads} reads of the keys for 20 resting subscriptions`);
+    for (const r of rests) r.cancel();
+  });
+
+  it('wakes a subscription the tail cannot answer for, and ends a cancelled rest at once', async () => {
+    const log = growingLog();
+    log.append('x-1', 3 * TAIL_BLOCK);
+    // The keys it holds start at the first look's position: a rest from before it is not answered.
+    const tail = new SharedTail(log.scan, 1, TAIL_BLOCK);
+    assert.equal((await tail.look(2 * TAIL_BLOCK, { types: ['none'] }, 10_000))?.first, null);
+    await tail.rest(1, { types: ['none'] }, 10_000, 5, () => undefined).done;
+    const cancelled = tail.rest(6 * TAIL_BLOCK, { types: ['none'] }, 10_000, 60_000, () => undefined);
+    cancelled.cancel();
+    await cancelled.done;
+  });
+
+  it('wakes resting subscriptions when the read of the keys fails', async () => {
+    let fail = false;
+    const tail = new SharedTail(
+      (after) =>
+        fail
+          ? Promise.reject(new Error('store closed'))
+          : Promise.resolve({ keys: [], through: after, head: after }),
+      1,
+    );
+    const rest = tail.rest(0, { types: ['none'] }, 10_000, 5, () => undefined);
+    fail = true;
+    await rest.done;
   });
 });

@@ -71,6 +71,37 @@ export function narrowFilterTests(makeStore: MakeStore): void {
         }
       }));
 
+    it("an idle subscription's stored cursor follows thousands of left-out events another handle appends", () =>
+      withStore(makeStore, async (store, reopen) => {
+        await appendN(store, randomStream('other'), 3);
+        const name = randomConsumer();
+        const reader = new Reader(
+          await store.subscribe(name, { filter: { streamPrefixes: ['zz-nothing-'] } }),
+        );
+        const other = await reopen();
+        try {
+          await reader.waitFor(() => caughtUpAt(reader) === 3, 'caught_up at 3');
+          // More than the 5,000 positions a cursor is let fall behind its read position.
+          const stream = randomStream('other');
+          for (let i = 0; i < 12; i++) {
+            const events = Array.from({ length: 500 }, (_, j) => ({ type: 'thing.happened', data: { j } }));
+            await other.store.append(stream, events);
+          }
+          const info = await until(
+            async () => {
+              const c = await store.consumers.get(name);
+              return c.position >= 5_000 ? c : null;
+            },
+            { message: `the cursor of ${name} past 5,000` },
+          );
+          assert.equal(info.lag, 0);
+          assert.deepEqual(reader.events, []);
+        } finally {
+          await other.cleanup();
+          await reader.stop();
+        }
+      }));
+
     it('a narrow consumer may acknowledge up to the caught_up position, and then shows lag 0', () =>
       withStore(makeStore, async (store) => {
         const mine = randomStream('mine');
