@@ -128,6 +128,8 @@ export class SqliteEventStore implements EventStore {
   private streamPageStmt: Database.Statement | undefined;
   private headStmt: Database.Statement | undefined;
   private keysStmt: Database.Statement | undefined;
+  /** The first stream at or after a text (`streamsMayMatch`). */
+  private firstStreamStmt: Database.Statement | undefined;
   private groupStmt: Database.Statement | undefined;
   private closed = false;
   private readonly busyTimeoutMs: number;
@@ -331,6 +333,36 @@ export class SqliteEventStore implements EventStore {
         )
         .raw(true);
       return Promise.resolve({ keys: this.keysStmt.all(after, through) as EventKey[], through, head });
+    } catch (err) {
+      return Promise.reject(err instanceof Error ? err : new Error(String(err)));
+    }
+  }
+
+  /**
+   * Internal (shared tail): the head, then whether a stored stream is in one of the filter's categories
+   * or starts with one of its prefixes. The `(stream, version)` index orders streams by their UTF-8
+   * bytes, so the streams starting with a prefix come right at or after it: the first stream at or
+   * after the prefix tells, one probe per prefix (a category `c` is the stream `c` or the prefix `c-`).
+   */
+  streamsMayMatch(filter: EventFilter): Promise<{ head: number; may: boolean }> {
+    try {
+      this.assertOpen();
+      const head = this.head();
+      const { categories = [], streamPrefixes = [] } = filter;
+      if (categories.length === 0 && streamPrefixes.length === 0) return Promise.resolve({ head, may: true });
+      this.firstStreamStmt ??= this.db
+        .prepare('SELECT stream FROM idem_events WHERE stream >= ? ORDER BY stream LIMIT 1')
+        .pluck();
+      const stmt = this.firstStreamStmt;
+      const startsWith = (prefix: string): boolean => {
+        const first = stmt.get(prefix) as string | undefined;
+        return first !== undefined && first.startsWith(prefix);
+      };
+      const may =
+        streamPrefixes.some(startsWith) ||
+        // A category holds no '-' (a stream's category is what precedes its first one).
+        categories.some((c) => !c.includes('-') && (stmt.get(c) === c || startsWith(`${c}-`)));
+      return Promise.resolve({ head, may });
     } catch (err) {
       return Promise.reject(err instanceof Error ? err : new Error(String(err)));
     }

@@ -19,7 +19,10 @@ interface BlockSummary {
 
 /** What the tail says about the positions after a subscription's read position. */
 export interface TailLook {
-  /** Every position up to here was looked at (at most the asked number after the read position). */
+  /**
+   * Every position up to here was looked at (at most the asked number after the read position, but
+   * the head when the source found no stream the filter wants: see `streamsMayMatch`).
+   */
   through: number;
   /** The head the read of the keys saw. */
   head: number;
@@ -71,6 +74,8 @@ export class SharedTail {
   /** When the read of the last keys started. */
   private readAt = 0;
   private reading: Promise<void> | null = null;
+  /** Filters (each subscription's own object) some of whose streams were found (`streamsMayMatch`). */
+  private readonly streamsFound = new WeakSet<EventFilter>();
   /** The subscriptions resting here, and the timer of the next polling tick that looks for them. */
   private readonly resters = new Set<Rester>();
   private tick: NodeJS.Timeout | null = null;
@@ -79,11 +84,13 @@ export class SharedTail {
 
   /**
    * @param tailKeys Keys held at least (at most twice as many, plus a block); tests make it small.
+   * @param streamsMayMatch the source's `streamsMayMatch`, when it has one
    */
   constructor(
     private readonly scanKeys: (after: number, maxScan: number) => Promise<KeyPage>,
     private readonly freshMs: number,
     private readonly tailKeys = TAIL_KEYS,
+    private readonly streamsMayMatch?: (filter: EventFilter) => Promise<{ head: number; may: boolean }>,
   ) {}
 
   /** A commit of this process reached `head`. */
@@ -97,6 +104,17 @@ export class SharedTail {
    * it reads for itself).
    */
   async look(after: number, filter: EventFilter, maxScan: number): Promise<TailLook | null> {
+    if (
+      this.streamsMayMatch &&
+      (filter.categories?.length || filter.streamPrefixes?.length) &&
+      !this.streamsFound.has(filter)
+    ) {
+      // No stored stream is one the filter wants: nothing up to the head read first matches.
+      const { head, may } = await this.streamsMayMatch(filter);
+      if (!may) return { through: Math.max(after, head), head, first: null };
+      // Events are never removed: once the filter's streams exist, its looks read the keys.
+      this.streamsFound.add(filter);
+    }
     const asked = Date.now();
     const known = this.known;
     while (!this.fresh(after, asked, known)) {

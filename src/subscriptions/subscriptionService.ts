@@ -79,7 +79,12 @@ export class SubscriptionService {
     this.deadLetters = new EngineDeadLetterAdmin(backend, () => this.wakeAll());
     // Reads of the tail are shared for as long as the idle subscriptions take to look at one polling tick.
     this.tail = source.scanKeys
-      ? new SharedTail((after, maxScan) => source.scanKeys!(after, maxScan), Math.max(1, poll / 10))
+      ? new SharedTail(
+          (after, maxScan) => source.scanKeys!(after, maxScan),
+          Math.max(1, poll / 10),
+          undefined,
+          source.streamsMayMatch ? (filter) => source.streamsMayMatch!(filter) : undefined,
+        )
       : null;
     this.retrying = backend.retryingConsumers
       ? new RetryingProbe(

@@ -78,6 +78,16 @@ export interface SubscriptionSource {
   scanKeys?(after: number, maxScan: number): Promise<KeyPage>;
 
   /**
+   * Optional: the head, then whether any stored event's stream is in one of the filter's categories or
+   * starts with one of its stream prefixes (true for a filter with neither), by one index probe each.
+   * When false, no event up to that head matches the filter, and the shared tail answers its looks
+   * without reading keys: an idle subscription whose streams do not exist costs probes, not a share
+   * of the reads of everything appended. A store offers it only where its index keeps the streams
+   * that share a prefix next to each other (SQLite's byte order).
+   */
+  streamsMayMatch?(filter: EventFilter): Promise<{ head: number; may: boolean }>;
+
+  /**
    * Optional: the distinct stream and type pairs of the events at positions in (`after`, `upTo`],
    * each with the stream's hash and its first and last position there (one query). With it, the lag
    * of consumers near each other whose filters match none of them needs no count of its own.
