@@ -24,7 +24,6 @@ import { SubscriptionService } from '../subscriptions/subscriptionService.js';
 import {
   scanEnd,
   scannedPage,
-  type EventKey,
   type KeyGroup,
   type KeyPage,
   type MatchCount,
@@ -215,10 +214,14 @@ export class MemoryEventStore implements EventStore {
     if (this.closed) return Promise.reject(new ClosedError('memory store'));
     const head = this.log.length;
     const through = scanEnd(after, head, maxScan);
-    const keys = this.log.slice(after, through).map(({ event: e }): EventKey => {
-      return [e.position, e.stream, e.type, streamHash(e.stream)];
-    });
-    return Promise.resolve({ keys, through, head });
+    const page: KeyPage = { positions: [], streams: [], types: [], hashes: [], through, head };
+    for (const { event: e } of this.log.slice(after, through)) {
+      page.positions.push(e.position);
+      page.streams.push(e.stream);
+      page.types.push(e.type);
+      page.hashes.push(streamHash(e.stream));
+    }
+    return Promise.resolve(page);
   }
 
   /** Internal (lag): the distinct stream and type pairs at positions in (`after`, `upTo`], with first and last positions. */

@@ -36,7 +36,6 @@ import { SubscriptionService } from '../subscriptions/subscriptionService.js';
 import {
   scanEnd,
   scannedPage,
-  type EventKey,
   type KeyGroup,
   type KeyPage,
   type MatchCount,
@@ -327,12 +326,18 @@ export class SqliteEventStore implements EventStore {
       this.assertOpen();
       const head = this.head();
       const through = scanEnd(after, head, maxScan);
+      // Each column as one JSON array, parsed here: no row object per key (see `EventKeys`).
       this.keysStmt ??= this.db
         .prepare(
-          'SELECT position, stream, type, stream_hash FROM idem_events WHERE position > ? AND position <= ? ORDER BY position',
+          `SELECT json_group_array(position ORDER BY position), json_group_array(stream ORDER BY position),
+                  json_group_array(type ORDER BY position), json_group_array(stream_hash ORDER BY position)
+             FROM idem_events WHERE position > ? AND position <= ?`,
         )
         .raw(true);
-      return Promise.resolve({ keys: this.keysStmt.all(after, through) as EventKey[], through, head });
+      const [positions, streams, types, hashes] = (this.keysStmt.get(after, through) as string[]).map(
+        (json) => JSON.parse(json) as unknown[],
+      ) as [number[], string[], string[], number[]];
+      return Promise.resolve({ positions, streams, types, hashes, through, head });
     } catch (err) {
       return Promise.reject(err instanceof Error ? err : new Error(String(err)));
     }

@@ -1,6 +1,6 @@
 import { streamCategory } from '../core/event.js';
 import { matchesStream, matchesType, type EventFilter } from '../core/filter.js';
-import { firstKeyAfter, type EventKey, type KeyPage } from './subscriptionSource.js';
+import { firstKeyAfter, type EventKeys, type KeyPage } from './subscriptionSource.js';
 
 /** Keys the tail holds at least (at most twice as many); a subscription further behind reads for itself. */
 const TAIL_KEYS = 20_000;
@@ -58,7 +58,7 @@ export interface TailRest {
  * next look, as positions past `through` are never reported as looked at.
  */
 export class SharedTail {
-  private keys: EventKey[] = [];
+  private keys: EventKeys = { positions: [], streams: [], types: [], hashes: [] };
   /**
    * Summaries of the blocks of `keys` (block `b`: keys `b * TAIL_BLOCK` to `(b + 1) * TAIL_BLOCK - 1`),
    * made by the first look that reaches a block. Keys are only ever added after the last, and trimmed
@@ -124,10 +124,10 @@ export class SharedTail {
       // A read that started before this look asked cannot answer it: the next one will.
     }
     const end = Math.min(this.through, after + maxScan);
-    const keys = this.keys;
-    const start = firstKeyAfter(keys, after);
-    for (let i = start; i < keys.length;) {
-      const [position, stream, type, hash] = keys[i]!;
+    const { positions, streams, types, hashes } = this.keys;
+    const start = firstKeyAfter(positions, after);
+    for (let i = start; i < positions.length;) {
+      const position = positions[i]!;
       if (position > end) break;
       // At the first key looked at in a block: skip the rest of the block if its summary says that
       // nothing in the whole block can match.
@@ -135,7 +135,7 @@ export class SharedTail {
         i = (Math.floor(i / TAIL_BLOCK) + 1) * TAIL_BLOCK;
         continue;
       }
-      if (matchesType(filter, type) && matchesStream(filter, stream, hash))
+      if (matchesType(filter, types[i]!) && matchesStream(filter, streams[i]!, hashes[i]))
         return { through: end, head: this.head, first: position };
       i++;
     }
@@ -219,7 +219,7 @@ export class SharedTail {
    * partition is not summarised: the block's keys are then looked at one by one.
    */
   private mayMatch(b: number, filter: EventFilter): boolean {
-    const held = Math.min(TAIL_BLOCK, this.keys.length - b * TAIL_BLOCK);
+    const held = Math.min(TAIL_BLOCK, this.keys.positions.length - b * TAIL_BLOCK);
     let block = this.blocks[b];
     // The last block grows as keys are read: its summary is made again when it holds more.
     if (block?.size !== held) block = this.blocks[b] = summarise(this.keys, b * TAIL_BLOCK, held);
@@ -249,18 +249,30 @@ export class SharedTail {
     const from = this.through >= 0 && after <= this.through ? this.through : after;
     const page = await this.scanKeys(from, this.tailKeys);
     if (from !== this.through) {
-      this.keys = page.keys;
+      const { positions, streams, types, hashes } = page;
+      this.keys = { positions, streams, types, hashes };
       this.blocks = [];
       this.base = from;
     } else {
-      for (const k of page.keys) this.keys.push(k);
+      const keys = this.keys;
+      for (let i = 0; i < page.positions.length; i++) {
+        keys.positions.push(page.positions[i]!);
+        keys.streams.push(page.streams[i]!);
+        keys.types.push(page.types[i]!);
+        keys.hashes.push(page.hashes[i]!);
+      }
       // Trimmed to the last `tailKeys` or more once twice as many: a copy now and then, not at every
       // read; whole blocks, so that the summaries kept still describe their keys.
-      const excess = this.keys.length - this.tailKeys;
+      const excess = keys.positions.length - this.tailKeys;
       if (excess >= this.tailKeys) {
         const drop = excess - (excess % TAIL_BLOCK);
-        this.base = this.keys[drop - 1]![0];
-        this.keys = this.keys.slice(drop);
+        this.base = keys.positions[drop - 1]!;
+        this.keys = {
+          positions: keys.positions.slice(drop),
+          streams: keys.streams.slice(drop),
+          types: keys.types.slice(drop),
+          hashes: keys.hashes.slice(drop),
+        };
         this.blocks = this.blocks.slice(drop / TAIL_BLOCK);
       }
     }
@@ -271,13 +283,12 @@ export class SharedTail {
 }
 
 /** The summary of the `size` keys from index `from`. */
-function summarise(keys: readonly EventKey[], from: number, size: number): BlockSummary {
+function summarise(keys: EventKeys, from: number, size: number): BlockSummary {
   const types = new Set<string>();
   const streams = new Set<string>();
   for (let i = from; i < from + size; i++) {
-    const key = keys[i]!;
-    streams.add(key[1]);
-    types.add(key[2]);
+    streams.add(keys.streams[i]!);
+    types.add(keys.types[i]!);
   }
   const sorted = [...streams].sort();
   return { size, types, categories: new Set(sorted.map(streamCategory)), streams: sorted };

@@ -98,25 +98,34 @@ export interface SubscriptionSource {
 /** One pair of `groupKeys`. */
 export type KeyGroup = [stream: string, type: string, streamHash: number, first: number, last: number];
 
-/** One event as `scanKeys` reads it: what a filter looks at. */
-export type EventKey = [position: number, stream: string, type: string, streamHash: number];
+/**
+ * What a filter looks at of a run of events, in position order, as parallel arrays (entry `i` of each
+ * is the `i`-th event's): no object per event, so a read of thousands of keys a second for idle
+ * subscriptions leaves little to collect.
+ */
+export interface EventKeys {
+  positions: number[];
+  streams: string[];
+  types: string[];
+  /** Each stream's `streamHash`. */
+  hashes: number[];
+}
 
 /** What `scanKeys` answers: every event at positions in (`after`, `through`], in position order. */
-export interface KeyPage {
-  keys: EventKey[];
+export interface KeyPage extends EventKeys {
   /** As far as the read looked: the head it saw, or the end of the positions it was allowed to look at. */
   through: number;
   /** The head the read saw (all positions up to it committed). */
   head: number;
 }
 
-/** The index of the first key at a position after `position` (keys in position order). */
-export function firstKeyAfter(keys: readonly EventKey[], position: number): number {
+/** The index of the first of `positions` (ascending) after `position`. */
+export function firstKeyAfter(positions: readonly number[], position: number): number {
   let lo = 0;
-  let hi = keys.length;
+  let hi = positions.length;
   while (lo < hi) {
     const mid = (lo + hi) >>> 1;
-    if (keys[mid]![0] <= position) lo = mid + 1;
+    if (positions[mid]! <= position) lo = mid + 1;
     else hi = mid;
   }
   return lo;

@@ -7,8 +7,24 @@ import fc from 'fast-check';
 import { matchesFilter, type EventFilter } from '../../src/core/filter.js';
 import { streamHash } from '../../src/core/streamHash.js';
 import { SharedTail, TAIL_BLOCK } from '../../src/subscriptions/sharedTail.js';
-import { scanEnd, type EventKey } from '../../src/subscriptions/subscriptionSource.js';
+import { scanEnd, type KeyPage } from '../../src/subscriptions/subscriptionSource.js';
 import { until } from '../support/until.js';
+
+/** One event's key: position, stream, type and stream hash. */
+type Key = [position: number, stream: string, type: string, hash: number];
+
+/** The page of `keys` (a log from position 1) a read after `after` up to `through` answers. */
+function pageOf(keys: readonly Key[], after: number, through: number, head: number): KeyPage {
+  const run = keys.slice(after, through);
+  return {
+    positions: run.map((k) => k[0]),
+    streams: run.map((k) => k[1]),
+    types: run.map((k) => k[2]),
+    hashes: run.map((k) => k[3]),
+    through,
+    head,
+  };
+}
 
 const STREAMS = ['a', 'a-1', 'a-2', 'ab-1', 'ab-10', 'b-1', 'b-2', 'bc', 'c-1', 'é-1'];
 const TYPES = ['t1', 't2', 't3'];
@@ -69,12 +85,12 @@ async function checkLooks(
   steps: Step[],
   tailBlocks: number,
 ): Promise<void> {
-  const keys: EventKey[] = log.map((e, i) => [i + 1, e.stream, e.type, streamHash(e.stream)]);
+  const keys: Key[] = log.map((e, i) => [i + 1, e.stream, e.type, streamHash(e.stream)]);
   let head = 0;
   const tail = new SharedTail(
     (after, maxScan) => {
       const through = scanEnd(after, head, maxScan);
-      return Promise.resolve({ keys: keys.slice(after, through), through, head });
+      return Promise.resolve(pageOf(keys, after, through, head));
     },
     0,
     tailBlocks * TAIL_BLOCK,
@@ -104,7 +120,7 @@ describe('SharedTail', () => {
 
   it('keeps each block summary with its keys when the held keys are trimmed', async () => {
     // Every event in `x-1` but one in `mine-1`, at position 775 (the fourth block).
-    const keys: EventKey[] = Array.from({ length: 1_040 }, (_, i) => {
+    const keys: Key[] = Array.from({ length: 1_040 }, (_, i) => {
       const stream = i + 1 === 775 ? 'mine-1' : 'x-1';
       return [i + 1, stream, 't', streamHash(stream)];
     });
@@ -112,7 +128,7 @@ describe('SharedTail', () => {
     const tail = new SharedTail(
       (after, maxScan) => {
         const through = scanEnd(after, head, maxScan);
-        return Promise.resolve({ keys: keys.slice(after, through), through, head });
+        return Promise.resolve(pageOf(keys, after, through, head));
       },
       0,
       2 * TAIL_BLOCK,
@@ -136,13 +152,13 @@ describe('SharedTail', () => {
 
   it('skips whole blocks that hold nothing for the filter', async () => {
     // 20 blocks of `other-*` events, then one `mine-1` event.
-    const keys: EventKey[] = Array.from({ length: 20 * TAIL_BLOCK + 1 }, (_, i) => {
+    const keys: Key[] = Array.from({ length: 20 * TAIL_BLOCK + 1 }, (_, i) => {
       const stream = i === 20 * TAIL_BLOCK ? 'mine-1' : `other-${i % 7}`;
       return [i + 1, stream, 't', streamHash(stream)];
     });
     const tail = new SharedTail((after, maxScan) => {
       const through = scanEnd(after, keys.length, maxScan);
-      return Promise.resolve({ keys: keys.slice(after, through), through, head: keys.length });
+      return Promise.resolve(pageOf(keys, after, through, keys.length));
     }, 1_000);
     // Counts how often the filter is consulted: once per key looked at one by one, once per block.
     let reads = 0;
@@ -163,7 +179,7 @@ describe('SharedTail', () => {
 describe('SharedTail.rest', () => {
   /** A log of `x-1` keys the test appends to, with the reads of its keys counted. */
   function growingLog() {
-    const keys: EventKey[] = [];
+    const keys: Key[] = [];
     const log = {
       reads: 0,
       head: 0,
@@ -174,7 +190,7 @@ describe('SharedTail.rest', () => {
       scan: (after: number, maxScan: number) => {
         log.reads++;
         const through = scanEnd(after, log.head, maxScan);
-        return Promise.resolve({ keys: keys.slice(after, through), through, head: log.head });
+        return Promise.resolve(pageOf(keys, after, through, log.head));
       },
     };
     return log;
@@ -235,9 +251,7 @@ describe('SharedTail.rest', () => {
     let fail = false;
     const tail = new SharedTail(
       (after) =>
-        fail
-          ? Promise.reject(new Error('store closed'))
-          : Promise.resolve({ keys: [], through: after, head: after }),
+        fail ? Promise.reject(new Error('store closed')) : Promise.resolve(pageOf([], after, after, after)),
       1,
     );
     const rest = tail.rest(0, { types: ['none'] }, 10_000, 5, () => undefined);

@@ -77,13 +77,14 @@ describe('SQLite streamsMayMatch', () => {
       const reader = new Reader(await store.subscribe('idle_probe_v1', { filter }));
       try {
         await reader.waitFor(() => reader.messages.some((m) => m.kind === 'caught_up'), 'caught_up');
-        for (let i = 0; i < 12; i++) {
+        for (let i = 0; i < 24; i++) {
           await other.append(
             'other-1',
             Array.from({ length: 500 }, (_, j) => ({ type: 't', data: { j } })),
           );
         }
-        // Its stored cursor follows the log past the 5,000 positions it may trail its read position.
+        // Its stored cursor follows the log: of 12,000 positions, whatever its first move at a tick,
+        // the log runs on 5,000 (what a cursor may trail its read position by) past it, or it is past 5,000.
         await until(async () => (await store.consumers.get('idle_probe_v1')).position >= 5_000, {
           message: 'the cursor past 5,000',
         });
