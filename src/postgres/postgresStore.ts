@@ -176,6 +176,8 @@ export class PostgresEventStore implements EventStore {
   private readonly namedFilters = { scan: new Set<string>(), read: new Set<string>() };
   /** The statement of `scanKeys`. */
   private keysQuery: { name?: string; text: string } | undefined;
+  /** The statement of `firstStreamMatch`. */
+  private firstMatchQuery: { name?: string; text: string } | undefined;
   /** The statement of `groupKeys`. */
   private groupQuery: { name?: string; text: string } | undefined;
   /** Partition counts whose index exists or is being created (see `partitionIndex`). */
@@ -417,6 +419,42 @@ export class PostgresEventStore implements EventStore {
       through: scanEnd(after, head, maxScan),
       head,
     };
+  }
+
+  /**
+   * Internal (shared tail): the head, then the first position after `after` up to it whose stream is
+   * in one of `categories` or starts with one of `prefixes`: one anchored regular expression of them
+   * all, which matches the stream's characters whatever the database's collation (an index range
+   * would follow the collation's order, where the streams that share a prefix need not be adjacent).
+   */
+  async firstStreamMatch(
+    after: number,
+    prefixes: readonly string[],
+    categories: readonly string[],
+  ): Promise<{ head: number; first: number | null }> {
+    this.assertOpen();
+    const alternatives = [
+      ...prefixes.map(regexLiteral),
+      // A category holds no '-' (a stream's category is what precedes its first one).
+      ...categories.filter((c) => !c.includes('-')).map((c) => `${regexLiteral(c)}(?:-|$)`),
+    ];
+    this.firstMatchQuery ??= {
+      ...this.statementName('first_stream_match'),
+      text: `SELECT h.position, (
+          SELECT min(e.position) FROM ${this.s}.events e
+           WHERE e.position > $1 AND e.position <= h.position AND e.stream ~ $2)
+        FROM (SELECT position FROM ${this.s}.head WHERE id LIMIT 1) h`,
+    };
+    const query = this.firstMatchQuery;
+    // No alternative (categories with a '-' only): nothing can match; '$^' matches no stream.
+    const values = [after, alternatives.length === 0 ? '$^' : `^(?:${alternatives.join('|')})`];
+    const r = await withReconnect(
+      () => this.pool.query<(string | null)[]>({ ...query, values, rowMode: 'array' }),
+      this.retry,
+      this.countFault,
+    );
+    const row = r.rows[0];
+    return { head: Number(row?.[0] ?? 0), first: row?.[1] == null ? null : Number(row[1]) };
   }
 
   /** Internal (lag): the distinct stream and type pairs at positions in (`after`, `upTo`], with first and last positions. */
@@ -736,4 +774,13 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
     throw err;
   }
   return store;
+}
+
+/**
+ * `text` as a literal of a PostgreSQL regular expression (ARE): each ASCII character that is not a
+ * letter or digit escaped with a backslash (which then stands for that character); letters, digits
+ * and other characters stand for themselves (a backslash before a letter or digit is an escape).
+ */
+function regexLiteral(text: string): string {
+  return text.replace(/[^A-Za-z0-9\u0080-\u{10FFFF}]/gu, (c) => `\\${c}`);
 }

@@ -5,6 +5,12 @@ import { firstKeyAfter, type EventKeys, type KeyPage } from './subscriptionSourc
 /** Keys the tail holds at least (at most twice as many); a subscription further behind reads for itself. */
 const TAIL_KEYS = 20_000;
 
+/**
+ * Most prefixes and categories in the one query that asks whether any resting subscription's streams
+ * were appended to (`firstStreamMatch`); with more the tail reads the keys.
+ */
+const MAX_STREAM_NAMES = 200;
+
 /** Keys per block: a look skips a whole block whose summary rules its filter out. */
 export const TAIL_BLOCK = 256;
 
@@ -85,12 +91,18 @@ export class SharedTail {
   /**
    * @param tailKeys Keys held at least (at most twice as many, plus a block); tests make it small.
    * @param streamsMayMatch the source's `streamsMayMatch`, when it has one
+   * @param firstStreamMatch the source's `firstStreamMatch`, when it has one
    */
   constructor(
     private readonly scanKeys: (after: number, maxScan: number) => Promise<KeyPage>,
     private readonly freshMs: number,
     private readonly tailKeys = TAIL_KEYS,
     private readonly streamsMayMatch?: (filter: EventFilter) => Promise<{ head: number; may: boolean }>,
+    private readonly firstStreamMatch?: (
+      after: number,
+      prefixes: readonly string[],
+      categories: readonly string[],
+    ) => Promise<{ head: number; first: number | null }>,
   ) {}
 
   /** A commit of this process reached `head`. */
@@ -176,6 +188,43 @@ export class SharedTail {
     };
   }
 
+  /**
+   * With `firstStreamMatch`, when every resting subscription's filter names streams (categories or
+   * prefixes): one query for the first position after the earliest of them whose stream is one of
+   * theirs. None up to the head: every one of them is told so, and true (no keys are read); else false,
+   * and each looks as usual.
+   */
+  private async noneForResters(): Promise<boolean> {
+    if (!this.firstStreamMatch || this.resters.size === 0) return false;
+    const resters = [...this.resters];
+    const prefixes = new Set<string>();
+    const categories = new Set<string>();
+    let after = Infinity;
+    for (const r of resters) {
+      const { categories: cats = [], streamPrefixes = [] } = r.filter;
+      if (cats.length === 0 && streamPrefixes.length === 0) return false;
+      for (const c of cats) categories.add(c);
+      for (const p of streamPrefixes) prefixes.add(p);
+      after = Math.min(after, r.after);
+    }
+    if (prefixes.size + categories.size > MAX_STREAM_NAMES) return false;
+    let answer: { head: number; first: number | null };
+    try {
+      answer = await this.firstStreamMatch(after, [...prefixes], [...categories]);
+    } catch {
+      // The looks read the keys instead (and meet the failure, if it lasts).
+      return false;
+    }
+    if (answer.first !== null) return false;
+    // Only those asked about: one that came to rest meanwhile waits for the next tick.
+    for (const r of resters) {
+      if (!this.resters.has(r) || answer.head <= r.after) continue;
+      r.after = answer.head;
+      r.onThrough(answer.head);
+    }
+    return true;
+  }
+
   private scheduleTick(pollMs: number): void {
     if (this.tick || this.looking || this.resters.size === 0) return;
     this.tick = setTimeout(
@@ -191,6 +240,7 @@ export class SharedTail {
   private async lookForResters(pollMs: number): Promise<void> {
     this.looking = true;
     try {
+      if (await this.noneForResters()) return;
       for (const r of [...this.resters]) {
         let look: TailLook | null = null;
         try {

@@ -84,6 +84,9 @@ export class SubscriptionService {
           Math.max(1, poll / 10),
           undefined,
           source.streamsMayMatch ? (filter) => source.streamsMayMatch!(filter) : undefined,
+          source.firstStreamMatch
+            ? (after, prefixes, categories) => source.firstStreamMatch!(after, prefixes, categories)
+            : undefined,
         )
       : null;
     this.retrying = backend.retryingConsumers

@@ -88,6 +88,18 @@ export interface SubscriptionSource {
   streamsMayMatch?(filter: EventFilter): Promise<{ head: number; may: boolean }>;
 
   /**
+   * Optional: the head, then the first position after `after` (up to that head) whose stream is in one
+   * of `categories` or starts with one of `prefixes`, or null when none is (one query). With it, the
+   * shared tail asks once per polling tick whether any of its resting subscriptions' streams was
+   * appended to, and reads no keys when none was.
+   */
+  firstStreamMatch?(
+    after: number,
+    prefixes: readonly string[],
+    categories: readonly string[],
+  ): Promise<{ head: number; first: number | null }>;
+
+  /**
    * Optional: the distinct stream and type pairs of the events at positions in (`after`, `upTo`],
    * each with the stream's hash and its first and last position there (one query). With it, the lag
    * of consumers near each other whose filters match none of them needs no count of its own.

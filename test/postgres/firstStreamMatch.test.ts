@@ -1,0 +1,122 @@
+// PostgreSQL's `firstStreamMatch`: the first position whose stream is in one of some categories or
+// starts with one of some prefixes, by one regular expression of them all, exactly as matching each
+// stream would say, whatever characters the names hold; and the shared tail's use of it: idle
+// subscriptions whose streams get no events follow a busy log on its answers, and get their events.
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import fc from 'fast-check';
+import { matchesStream } from '../../src/core/filter.js';
+import { until } from '../support/until.js';
+import { Reader } from '../subscriptions/suite/context.js';
+import { pgTestContext } from './pgFixtures.js';
+
+const ctx = await pgTestContext();
+
+/** Parts that are special in regular expressions, or sort on either side of '-', or are not ASCII. */
+const part = fc.constantFrom(
+  'a',
+  'ab',
+  'a.',
+  '.*',
+  '(',
+  '[x]',
+  '\\',
+  '^$',
+  'a|b',
+  '?+',
+  '{2}',
+  'é',
+  '\u{1F600}',
+  'B',
+  '0',
+);
+const nameArb = fc
+  .array(part, { minLength: 1, maxLength: 3 })
+  .chain((parts) => fc.constantFrom(parts.join('-'), parts.join('')));
+
+describe('PostgreSQL firstStreamMatch', { skip: ctx.skip }, () => {
+  it('finds the first position whose stream a category or prefix wants, as matching each stream would', async () => {
+    const store = await ctx.openSharedStore();
+    try {
+      const streams: string[] = [];
+      await fc.assert(
+        fc.asyncProperty(
+          fc.array(nameArb, { minLength: 1, maxLength: 4 }),
+          fc.array(nameArb, { maxLength: 3 }),
+          fc.array(nameArb, { maxLength: 3 }),
+          fc.nat(),
+          async (appended, prefixes, categories, from) => {
+            for (const stream of appended) {
+              await store.append(stream, [{ type: 't', data: null }]);
+              streams.push(stream);
+            }
+            const afterPosition = from % (streams.length + 1);
+            const got = await store.firstStreamMatch(afterPosition, prefixes, categories);
+            assert.equal(got.head, streams.length);
+            const filter = { streamPrefixes: prefixes, categories };
+            const index = streams.findIndex(
+              (s, i) =>
+                i + 1 > afterPosition &&
+                (prefixes.length > 0 || categories.length > 0) &&
+                matchesStream(filter, s),
+            );
+            assert.equal(
+              got.first,
+              index < 0 ? null : index + 1,
+              `${JSON.stringify(filter)} after ${afterPosition} over ${JSON.stringify(streams)}`,
+            );
+          },
+        ),
+        { numRuns: 60 },
+      );
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('lets idle subscriptions whose streams get no events follow a busy log on its answers', async () => {
+    const store = await ctx.openStore();
+    const other = await ctx.openStore({ schema: store.schema });
+    // The ticks it answered for the resting subscriptions: nothing of theirs up to the head.
+    let noneAnswers = 0;
+    const firstStreamMatch = store.firstStreamMatch.bind(store);
+    store.firstStreamMatch = async (afterPosition, prefixes, categories) => {
+      const answer = await firstStreamMatch(afterPosition, prefixes, categories);
+      if (answer.first === null) noneAnswers++;
+      return answer;
+    };
+    await other.append('quiet-1', [{ type: 't', data: null }]);
+    const readers: Reader[] = [];
+    try {
+      for (const filter of [{ categories: ['quiet'] }, { streamPrefixes: ['nobody-'] }]) {
+        const reader = new Reader(await store.subscribe(`idle_${readers.length}_v1`, { filter }));
+        readers.push(reader);
+        await reader.waitFor(() => reader.messages.some((m) => m.kind === 'caught_up'), 'caught_up');
+      }
+      await readers[0]!.waitForEvents(1);
+      // 12,000 positions: past the 5,000 a stored cursor may trail its read position, whatever its
+      // first move at a polling tick.
+      for (let i = 0; i < 24; i++) {
+        await other.append(
+          'other-1',
+          Array.from({ length: 500 }, (_, j) => ({ type: 't', data: { j } })),
+        );
+      }
+      for (const name of ['idle_0_v1', 'idle_1_v1']) {
+        await until(async () => (await store.consumers.get(name)).position >= 5_000, {
+          message: `the cursor of ${name} past 5,000`,
+        });
+      }
+      assert.ok(noneAnswers > 0, 'no tick was answered by firstStreamMatch');
+      // An event for one of them: it is read and delivered; the other gets nothing.
+      const position = (await other.append('quiet-1', [{ type: 't', data: null }])).lastPosition;
+      await readers[0]!.waitForEvents(2);
+      assert.equal(readers[0]!.positions.at(-1), position);
+      assert.deepEqual(readers[1]!.events, []);
+    } finally {
+      for (const r of readers) await r.stop();
+      await other.close();
+      await store.close();
+    }
+  });
+});
