@@ -133,3 +133,31 @@ export function matchesStream(filter: EventFilter, stream: string, hash?: number
   if (hasPre && streamPrefixes.some((p) => stream.startsWith(p))) return true;
   return false;
 }
+
+/** One index probe of `streamProbes`: the first stored stream at or after `text` says whether it `wants` it. */
+export interface StreamProbe {
+  text: string;
+  wants: (first: string | undefined) => boolean;
+}
+
+/**
+ * The probes that tell whether any stored stream is in one of the filter's categories or starts with
+ * one of its prefixes, where an index keeps streams in code-point order (so the streams that share a
+ * prefix sit together, the first of them at or after the prefix): one per prefix, two per category
+ * (`c` is the stream `c` or the prefix `c-`; a category holding '-' names no stream). Null when the
+ * filter names neither: any stream may match.
+ */
+export function streamProbes(filter: EventFilter): StreamProbe[] | null {
+  const { categories = [], streamPrefixes = [] } = filter;
+  if (categories.length === 0 && streamPrefixes.length === 0) return null;
+  const startsWith = (prefix: string): StreamProbe => ({
+    text: prefix,
+    wants: (first) => first !== undefined && first.startsWith(prefix),
+  });
+  const probes = streamPrefixes.map(startsWith);
+  for (const c of categories) {
+    if (c.includes('-')) continue;
+    probes.push({ text: c, wants: (first) => first === c }, startsWith(`${c}-`));
+  }
+  return probes;
+}

@@ -13,7 +13,7 @@ import {
 import { checkKnownKeys, type KnownKeys } from '../core/knownKeys.js';
 import type { AppendResult, NewEvent, RecordedEvent } from '../core/event.js';
 import { ClosedError, InvalidInputError, StoreNotFoundError } from '../core/errors.js';
-import { filterKey, normalizeFilter, type EventFilter } from '../core/filter.js';
+import { filterKey, normalizeFilter, streamProbes, type EventFilter } from '../core/filter.js';
 import { CHECKS_APPENDS_FIRST, resolveStoreLimits, type StoreLimits } from '../core/limits.js';
 import { migrationStatus, type MigrationStatus } from '../core/migrationStatus.js';
 import { readPages, tablePage } from '../core/readPages.js';
@@ -178,6 +178,10 @@ export class PostgresEventStore implements EventStore {
   private keysQuery: { name?: string; text: string } | undefined;
   /** The statement of `firstStreamMatch`. */
   private firstMatchQuery: { name?: string; text: string } | undefined;
+  /** The statement of `streamsMayMatch`. */
+  private firstStreamsQuery: { name?: string; text: string } | undefined;
+  /** Whether the stream column sorts by code point (`streamsSortByCodePoint`), once asked. */
+  private codePointOrder: Promise<boolean> | undefined;
   /** The statement of `groupKeys`. */
   private groupQuery: { name?: string; text: string } | undefined;
   /** Partition counts whose index exists or is being created (see `partitionIndex`). */
@@ -457,6 +461,74 @@ export class PostgresEventStore implements EventStore {
     return { head: Number(row?.[0] ?? 0), first: row?.[1] == null ? null : Number(row[1]) };
   }
 
+  /**
+   * Internal (shared tail): the head, then whether a stored stream is in one of the filter's
+   * categories or starts with one of its prefixes, as SQLite's: where the events' stream column sorts
+   * by code point (see `streamsSortByCodePoint`), the streams that share a prefix sit together in the
+   * `(stream, version)` index, and the first stream at or after each probe text tells, all probes in
+   * one statement. Under any other collation it answers `may: true` (it cannot tell), and the tail
+   * reads keys as before.
+   */
+  async streamsMayMatch(filter: EventFilter): Promise<{ head: number; may: boolean }> {
+    this.assertOpen();
+    const probes = streamProbes(filter);
+    const probing = probes !== null && (await this.streamsSortByCodePoint());
+    this.firstStreamsQuery ??= {
+      ...this.statementName('first_streams'),
+      text: `SELECT h.position, ARRAY(
+          SELECT (SELECT e.stream FROM ${this.s}.events e WHERE e.stream >= p.t ORDER BY e.stream LIMIT 1)
+            FROM unnest($1::text[]) WITH ORDINALITY AS p(t, k) ORDER BY p.k)
+        FROM (SELECT position FROM ${this.s}.head WHERE id LIMIT 1) h`,
+    };
+    const query = this.firstStreamsQuery;
+    const texts = probing ? probes.map((p) => p.text) : [];
+    const r = await withReconnect(
+      () => this.pool.query<[string, (string | null)[]]>({ ...query, values: [texts], rowMode: 'array' }),
+      this.retry,
+      this.countFault,
+    );
+    const row = r.rows[0];
+    const head = Number(row?.[0] ?? 0);
+    if (!probing) return { head, may: true };
+    const firsts = row?.[1] ?? [];
+    return { head, may: probes.some((p, i) => p.wants(firsts[i] ?? undefined)) };
+  }
+
+  /**
+   * Whether the events' stream column sorts by code point, asked once: its collation is "C" or
+   * "POSIX", or the database's default is libc's "C" or "C.UTF-8" and sorts a set of texts that
+   * other collations order differently (case, punctuation, accents, characters beyond the BMP) as
+   * code points would.
+   */
+  private streamsSortByCodePoint(): Promise<boolean> {
+    this.codePointOrder ??= withReconnect(
+      () =>
+        this.pool.query<[string, string, string[]]>({
+          text: `SELECT c.collname, d.datcollate, ARRAY(SELECT x FROM unnest($2::text[]) AS x ORDER BY x)
+              FROM pg_attribute a JOIN pg_collation c ON c.oid = a.attcollation, pg_database d
+             WHERE a.attrelid = to_regclass($1) AND a.attname = 'stream' AND d.datname = current_database()`,
+          values: [`${this.s}.events`, ORDER_SAMPLES],
+          rowMode: 'array',
+        }),
+      this.retry,
+      this.countFault,
+    ).then(
+      (r) => {
+        const [collation, databaseCollation, sorted] = r.rows[0] ?? [];
+        if (collation === 'C' || collation === 'POSIX') return true;
+        if (collation !== 'default' || !/^(C|POSIX|C\.UTF-?8)$/i.test(databaseCollation ?? '')) return false;
+        const byCodePoint = [...ORDER_SAMPLES].sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b)));
+        return sorted !== undefined && sorted.join('\u0000') === byCodePoint.join('\u0000');
+      },
+      (err: unknown) => {
+        // Asked again next time.
+        this.codePointOrder = undefined;
+        throw err;
+      },
+    );
+    return this.codePointOrder;
+  }
+
   /** Internal (lag): the distinct stream and type pairs at positions in (`after`, `upTo`], with first and last positions. */
   async groupKeys(after: number, upTo: number): Promise<KeyGroup[]> {
     this.assertOpen();
@@ -704,6 +776,33 @@ export const STORE_MIGRATIONS: readonly PostgresMigration[] = [
 ];
 
 /** A key provider never called: stands in for the store's own while `encrypt` is checked. */
+/**
+ * Texts that collations other than code-point order sort differently (`streamsSortByCodePoint`):
+ * upper before lower case, punctuation and digits among letters, accents, a space, the last BMP
+ * character before one beyond it.
+ */
+const ORDER_SAMPLES = [
+  'a',
+  'B',
+  'A',
+  'ab',
+  'a-c',
+  'a-',
+  'a.',
+  'a0',
+  'a b',
+  '_',
+  '~',
+  'e',
+  'é',
+  'f',
+  'ss',
+  'ß',
+  'z',
+  '\uFFFD',
+  '\u{1F600}',
+];
+
 const UNUSED_KEYS: KeyProvider = {
   keys: () => Promise.reject(new Error('unused')),
   create: () => Promise.reject(new Error('unused')),

@@ -15,7 +15,7 @@ import { checkKnownKeys, type KnownKeys } from '../core/knownKeys.js';
 import type { AppendResult, NewEvent, RecordedEvent } from '../core/event.js';
 import { ClosedError, InvalidInputError, StoreNotFoundError } from '../core/errors.js';
 import { appendExpectation } from '../core/expectedVersion.js';
-import { filterKey, normalizeFilter, type EventFilter } from '../core/filter.js';
+import { filterKey, normalizeFilter, streamProbes, type EventFilter } from '../core/filter.js';
 import { CHECKS_APPENDS_FIRST, resolveStoreLimits, type StoreLimits } from '../core/limits.js';
 import { migrationStatus, type MigrationStatus } from '../core/migrationStatus.js';
 import { readPages, tablePage } from '../core/readPages.js';
@@ -353,20 +353,13 @@ export class SqliteEventStore implements EventStore {
     try {
       this.assertOpen();
       const head = this.head();
-      const { categories = [], streamPrefixes = [] } = filter;
-      if (categories.length === 0 && streamPrefixes.length === 0) return Promise.resolve({ head, may: true });
+      const probes = streamProbes(filter);
+      if (probes === null) return Promise.resolve({ head, may: true });
       this.firstStreamStmt ??= this.db
         .prepare('SELECT stream FROM idem_events WHERE stream >= ? ORDER BY stream LIMIT 1')
         .pluck();
       const stmt = this.firstStreamStmt;
-      const startsWith = (prefix: string): boolean => {
-        const first = stmt.get(prefix) as string | undefined;
-        return first !== undefined && first.startsWith(prefix);
-      };
-      const may =
-        streamPrefixes.some(startsWith) ||
-        // A category holds no '-' (a stream's category is what precedes its first one).
-        categories.some((c) => !c.includes('-') && (stmt.get(c) === c || startsWith(`${c}-`)));
+      const may = probes.some((p) => p.wants(stmt.get(p.text) as string | undefined));
       return Promise.resolve({ head, may });
     } catch (err) {
       return Promise.reject(err instanceof Error ? err : new Error(String(err)));

@@ -82,8 +82,9 @@ export interface SubscriptionSource {
    * starts with one of its stream prefixes (true for a filter with neither), by one index probe each.
    * When false, no event up to that head matches the filter, and the shared tail answers its looks
    * without reading keys: an idle subscription whose streams do not exist costs probes, not a share
-   * of the reads of everything appended. A store offers it only where its index keeps the streams
-   * that share a prefix next to each other (SQLite's byte order).
+   * of the reads of everything appended. It needs an index that keeps the streams sharing a prefix
+   * next to each other (code-point order: SQLite's; PostgreSQL's under a collation that sorts so);
+   * where the store's does not, it answers true (it cannot tell).
    */
   streamsMayMatch?(filter: EventFilter): Promise<{ head: number; may: boolean }>;
 

@@ -22,12 +22,13 @@ async function withAdmin<T>(fn: (client: pg.Client) => Promise<T>): Promise<T> {
 }
 
 /**
- * Creates a PostgreSQL database with a random name on the server at POSTGRES_URL. Check
- * `requireOrSkip('postgres')` first, and call `drop()` in a `finally`.
+ * Creates a PostgreSQL database with a random name on the server at POSTGRES_URL (`options`: what
+ * follows the name in `CREATE DATABASE`, e.g. a locale). Check `requireOrSkip('postgres')` first, and
+ * call `drop()` in a `finally`.
  */
-export async function createTempDatabase(prefix = 'idem_test'): Promise<TempDatabase> {
+export async function createTempDatabase(prefix = 'idem_test', options = ''): Promise<TempDatabase> {
   const name = randomIdentifier(prefix);
-  await withAdmin((c) => c.query(`create database "${name}"`));
+  await withAdmin((c) => c.query(`create database "${name}" ${options}`));
   const url = new URL(POSTGRES_URL);
   url.pathname = `/${name}`;
   let dropped = false;
