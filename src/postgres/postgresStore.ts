@@ -180,6 +180,10 @@ export class PostgresEventStore implements EventStore {
   private firstMatchQuery: { name?: string; text: string } | undefined;
   /** The statement of `streamsMayMatch`. */
   private firstStreamsQuery: { name?: string; text: string } | undefined;
+  /** The `firstStreams` asked for in this turn of the event loop, sent together at its end. */
+  private probeQueue:
+    | { texts: readonly string[]; resolve: (r: FirstStreams) => void; reject: (err: unknown) => void }[]
+    | null = null;
   /** Whether the stream column sorts by code point (`streamsSortByCodePoint`), once asked. */
   private codePointOrder: Promise<boolean> | undefined;
   /** The statement of `groupKeys`. */
@@ -473,6 +477,29 @@ export class PostgresEventStore implements EventStore {
     this.assertOpen();
     const probes = streamProbes(filter);
     const probing = probes !== null && (await this.streamsSortByCodePoint());
+    const { head, firsts } = await this.firstStreams(probing ? probes.map((p) => p.text) : []);
+    return { head, may: !probing || probes.some((p) => p.wants(firsts.get(p.text))) };
+  }
+
+  /**
+   * The head, then the first stored stream at or after each text. The texts asked for in the same
+   * turn of the event loop go in one statement: the resting subscriptions of a process wake together
+   * (for the check for retried dead letters), each with a filter of its own.
+   */
+  private firstStreams(texts: readonly string[]): Promise<FirstStreams> {
+    return new Promise<FirstStreams>((resolve, reject) => {
+      if (this.probeQueue === null) {
+        this.probeQueue = [];
+        setImmediate(() => void this.probeNow());
+      }
+      this.probeQueue.push({ texts, resolve, reject });
+    });
+  }
+
+  private async probeNow(): Promise<void> {
+    const asked = this.probeQueue ?? [];
+    this.probeQueue = null;
+    const texts = [...new Set(asked.flatMap((a) => a.texts))];
     this.firstStreamsQuery ??= {
       ...this.statementName('first_streams'),
       text: `SELECT h.position, ARRAY(
@@ -481,17 +508,22 @@ export class PostgresEventStore implements EventStore {
         FROM (SELECT position FROM ${this.s}.head WHERE id LIMIT 1) h`,
     };
     const query = this.firstStreamsQuery;
-    const texts = probing ? probes.map((p) => p.text) : [];
-    const r = await withReconnect(
-      () => this.pool.query<[string, (string | null)[]]>({ ...query, values: [texts], rowMode: 'array' }),
-      this.retry,
-      this.countFault,
-    );
-    const row = r.rows[0];
-    const head = Number(row?.[0] ?? 0);
-    if (!probing) return { head, may: true };
-    const firsts = row?.[1] ?? [];
-    return { head, may: probes.some((p, i) => p.wants(firsts[i] ?? undefined)) };
+    try {
+      const r = await withReconnect(
+        () => this.pool.query<[string, (string | null)[]]>({ ...query, values: [texts], rowMode: 'array' }),
+        this.retry,
+        this.countFault,
+      );
+      const row = r.rows[0];
+      const found = row?.[1] ?? [];
+      const answer: FirstStreams = {
+        head: Number(row?.[0] ?? 0),
+        firsts: new Map(texts.map((t, i) => [t, found[i] ?? undefined])),
+      };
+      for (const a of asked) a.resolve(answer);
+    } catch (err) {
+      for (const a of asked) a.reject(err);
+    }
   }
 
   /**
@@ -802,6 +834,12 @@ const ORDER_SAMPLES = [
   '\uFFFD',
   '\u{1F600}',
 ];
+
+/** What `firstStreams` answers: the head, then the first stored stream at or after each text asked. */
+interface FirstStreams {
+  head: number;
+  firsts: Map<string, string | undefined>;
+}
 
 const UNUSED_KEYS: KeyProvider = {
   keys: () => Promise.reject(new Error('unused')),

@@ -184,6 +184,34 @@ for (const adapter of adapters) {
   });
 }
 
+describe('PostgreSQL streamsMayMatch, probes asked together', { skip: pg.skip }, () => {
+  it('answers the probes asked in one turn of the event loop with one statement', async () => {
+    const store = await pg.openStore();
+    try {
+      await store.append('acct-7', [{ type: 't', data: null }]);
+      await store.streamsMayMatch({ categories: ['warm'] });
+      let statements = 0;
+      const query = store.pool.query.bind(store.pool) as (...args: unknown[]) => unknown;
+      store.pool.query = ((...args: unknown[]) => {
+        const text = (args[0] as { text?: string }).text ?? '';
+        if (text.includes('e.stream >= p.t')) statements++;
+        return query(...args);
+      }) as typeof store.pool.query;
+      const filters: EventFilter[] = Array.from({ length: 20 }, (_, i) =>
+        i % 2 === 0 ? { streamPrefixes: [`idle-${i}-`] } : { categories: [i === 7 ? 'acct' : `none${i}`] },
+      );
+      const answers = await Promise.all(filters.map((f) => store.streamsMayMatch(f)));
+      assert.deepEqual(
+        answers,
+        filters.map((_, i) => ({ head: 1, may: i === 7 })),
+      );
+      assert.equal(statements, 1);
+    } finally {
+      await store.close();
+    }
+  });
+});
+
 describe(
   'PostgreSQL streamsMayMatch under a collation that does not sort by code point',
   { skip: pg.skip },
