@@ -807,7 +807,6 @@ export const STORE_MIGRATIONS: readonly PostgresMigration[] = [
   SHRED_LOG_MIGRATION,
 ];
 
-/** A key provider never called: stands in for the store's own while `encrypt` is checked. */
 /**
  * Texts that collations other than code-point order sort differently (`streamsSortByCodePoint`):
  * upper before lower case, punctuation and digits among letters, accents, a space, the last BMP
@@ -841,6 +840,7 @@ interface FirstStreams {
   firsts: Map<string, string | undefined>;
 }
 
+/** A key provider never called: stands in for the store's own while `encrypt` is checked. */
 const UNUSED_KEYS: KeyProvider = {
   keys: () => Promise.reject(new Error('unused')),
   create: () => Promise.reject(new Error('unused')),
