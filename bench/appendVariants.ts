@@ -34,6 +34,7 @@ type Piece = keyof typeof PIECES;
 /**
  * `append_one` for one event with scalar parameters instead of arrays of one (no array to decode, no
  * subscript) and OUT parameters instead of a table (no tuplestore): the same statements otherwise.
+ * (`append_event`, migration 13, has scalar parameters and returns one text instead.)
  */
 const SCALAR_FUNCTION = `
   CREATE FUNCTION idem.append_variant(p_stream text, p_expected text, p_id uuid, p_type text, p_data text,
@@ -70,8 +71,9 @@ const SCALAR_FUNCTION = `
   END
   $fn$`;
 
-const VARIANTS: Record<string, readonly Piece[] | 'store' | 'scalar'> = {
+const VARIANTS: Record<string, readonly Piece[] | 'store' | 'scalar' | 'event'> = {
   'store.append': 'store',
+  append_event: 'event',
   'scalar parameters': 'scalar',
   append_one: [],
   'without notify': ['notify'],
@@ -133,6 +135,20 @@ try {
         for (let k = 0; k < calls; k++) {
           const i = take(name);
           await store.append(streamOf(i), [newEvent(i, 'v7')]);
+        }
+      });
+      continue;
+    }
+    if (variant === 'event') {
+      shapes.set(name, async () => {
+        for (let k = 0; k < calls; k++) {
+          const i = take(name);
+          const e = newEvent(i, 'v7');
+          await store.pool.query({
+            name: 'append_event',
+            text: 'SELECT idem.append_event($1::text, $2::text, $3::uuid, $4::text, $5::text, $6::text) AS r',
+            values: [streamOf(i), 'any', e.id, e.type, JSON.stringify(e.data), JSON.stringify(e.metadata)],
+          });
         }
       });
       continue;

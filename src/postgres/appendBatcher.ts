@@ -80,7 +80,7 @@ export class AppendBatcher {
    * Names of the two statements, prepared once per connection (no parsing and planning of the call
    * per append). They name the schema, since several stores may share one pool.
    */
-  private readonly names: { one?: string; group?: string };
+  private readonly names: { event?: string; one?: string; group?: string };
 
   constructor(private readonly options: AppendBatcherOptions) {
     this.maxBatchEvents = options.maxBatchEvents ?? 10_000;
@@ -89,7 +89,11 @@ export class AppendBatcher {
     this.names =
       options.preparedStatements === false
         ? {}
-        : { one: statementName('append_one', options.s), group: statementName('append_batch', options.s) };
+        : {
+            event: statementName('append_event', options.s),
+            one: statementName('append_one', options.s),
+            group: statementName('append_batch', options.s),
+          };
   }
 
   submit(stream: string, expected: ExpectedVersion, events: readonly PreparedEvent[]): Promise<BatchOutcome> {
@@ -152,6 +156,7 @@ export class AppendBatcher {
   }
 
   private async run(batch: readonly Pending[]): Promise<BatchOutcome[]> {
+    if (batch.length === 1 && batch[0]!.events.length === 1) return [await this.runEvent(batch[0]!)];
     const r = batch.length === 1 ? await this.runOne(batch[0]!) : await this.runGroup(batch);
     if (r.rows.length !== batch.length)
       throw new Error(`append_batch returned ${r.rows.length} outcomes for ${batch.length} appends`);
@@ -170,7 +175,18 @@ export class AppendBatcher {
     });
   }
 
-  /** One append alone: `append_one`, a shorter function than the group's (see migrations.ts). */
+  /** One event appended alone: `append_event`, scalar parameters and one text result (see migrations.ts). */
+  private async runEvent(p: Pending): Promise<BatchOutcome> {
+    const e = p.events[0]!;
+    const r = await this.options.pool.query<{ r: string }>({
+      ...(this.names.event === undefined ? {} : { name: this.names.event }),
+      text: `SELECT ${this.options.s}.append_event($1::text, $2::text, $3::uuid, $4::text, $5::text, $6::text) AS r`,
+      values: [p.stream, String(p.expected), e.id, e.type, e.dataJson, e.metadataJson],
+    });
+    return eventOutcome(r.rows[0]?.r);
+  }
+
+  /** One append of several events alone: `append_one`, a shorter function than the group's (see migrations.ts). */
   private runOne(p: Pending): Promise<QueryResult<OutcomeRow>> {
     return this.options.pool.query<OutcomeRow>({
       ...(this.names.one === undefined ? {} : { name: this.names.one }),
@@ -205,4 +221,17 @@ export class AppendBatcher {
       ],
     });
   }
+}
+
+/** `append_event`'s result: `ok <version> <position>`, `exists` or `wrong_expected_version <version>`. */
+function eventOutcome(text: string | undefined): BatchOutcome {
+  const [outcome, a, b] = (text ?? '').split(' ');
+  if (outcome === 'ok' && a !== undefined && b !== undefined) {
+    const position = Number(b);
+    return { kind: 'ok', version: Number(a), firstPosition: position, lastPosition: position };
+  }
+  if (outcome === 'wrong_expected_version' && a !== undefined)
+    return { kind: 'wrong_expected_version', actual: Number(a) };
+  if (outcome === 'exists') return { kind: 'exists' };
+  throw new Error(`append_event returned ${JSON.stringify(text)}`);
 }

@@ -293,6 +293,114 @@ function reason(r: PromiseSettledResult<AppendResult> | undefined): unknown {
   return r.reason;
 }
 
+/** Calls `append_event` directly: one event, its id, to `stream`. */
+async function appendEvent(
+  store: PostgresEventStore,
+  stream: string,
+  expected: string,
+  id: string,
+): Promise<string> {
+  const r = await store.pool.query<{ r: string }>(
+    `SELECT ${quoteSchema(store.schema)}.append_event($1, $2, $3, 't', $4, '{}') AS r`,
+    [stream, expected, id, JSON.stringify({ id })],
+  );
+  return r.rows[0]!.r;
+}
+
+describe('append_event: one event appended alone', { skip: ctx.skip }, () => {
+  it('decides each call as append_one would: ok, exists or the wrong expected version, gap-free (property)', async () => {
+    const store = await ctx.openSharedStore();
+    try {
+      const stored = new Map<string, string[]>(); // stream -> its ids, in version order
+      const storedIds = new Set<string>();
+      const streams = [randomStream(), randomStream()];
+      const reusable = ids(3);
+      const step = fc.record({
+        stream: fc.constantFrom(...streams),
+        expected: fc.oneof(
+          { weight: 3, arbitrary: fc.constant('any') },
+          fc.constantFrom('no_stream', 'stream_exists', '0', '1', '2', '4'),
+        ),
+        id: fc.oneof({ weight: 3, arbitrary: fc.constant('fresh') }, fc.constantFrom(...reusable)),
+      });
+      await fc.assert(
+        fc.asyncProperty(fc.array(step, { minLength: 1, maxLength: 8 }), async (steps) => {
+          for (const { stream, expected, id: which } of steps) {
+            const id = which === 'fresh' ? randomUUID() : which;
+            const head = await store.headPosition();
+            const current = stored.get(stream)?.length ?? 0;
+            const pass =
+              expected === 'any' ||
+              (expected === 'no_stream' && current === 0) ||
+              (expected === 'stream_exists' && current > 0) ||
+              Number(expected) === current;
+            const want = storedIds.has(id)
+              ? 'exists'
+              : pass
+                ? `ok ${current + 1} ${head + 1}`
+                : `wrong_expected_version ${current}`;
+            assert.equal(await appendEvent(store, stream, expected, id), want);
+            if (want.startsWith('ok')) {
+              storedIds.add(id);
+              stored.set(stream, [...(stored.get(stream) ?? []), id]);
+            }
+            assert.equal(await store.headPosition(), want.startsWith('ok') ? head + 1 : head);
+          }
+        }),
+        { numRuns: 60 },
+      );
+      for (const stream of streams) {
+        const inStream: string[] = [];
+        for await (const e of store.readStream(stream)) inStream.push(e.id);
+        assert.deepEqual(inStream, stored.get(stream) ?? []);
+      }
+      const log = await rows(store);
+      assert.deepEqual(
+        log.map((e) => e.position),
+        Array.from({ length: log.length }, (_, i) => i + 1),
+      );
+    } finally {
+      await store.close();
+    }
+  });
+
+  it("writes the event's columns as a grouped append does, the stream's hash included", async () => {
+    const store = await ctx.openSharedStore();
+    try {
+      const names = [
+        `${randomStream()}-ascii`,
+        `${randomStream()}-é`,
+        `${randomStream()}-日本`,
+        `${randomStream()}-🙂`,
+      ];
+      for (const stream of names) {
+        const result = await store.append(stream, [
+          { type: 'order.placed', data: { n: 1 }, metadata: { m: 'x' } },
+        ]);
+        assert.equal(result.version, 1);
+        assert.equal(result.firstPosition, result.lastPosition);
+        const r = await store.pool.query<{
+          stream_hash: string;
+          data: unknown;
+          metadata: unknown;
+          type: string;
+        }>(
+          `SELECT stream_hash, data, metadata, type FROM ${quoteSchema(store.schema)}.events WHERE position = $1`,
+          [result.lastPosition],
+        );
+        assert.deepEqual(r.rows[0], {
+          stream_hash: String(streamHash(stream)),
+          data: { n: 1 },
+          metadata: { m: 'x' },
+          type: 'order.placed',
+        });
+      }
+    } finally {
+      await store.close();
+    }
+  });
+});
+
 describe('grouped appends through the store', { skip: ctx.skip }, () => {
   it('the same append twice in one group: the second is a duplicate with the first result', async () => {
     const store = await ctx.openSharedStore();

@@ -59,13 +59,26 @@ async function subscribeAckAndRenew(store: PostgresEventStore): Promise<void> {
 }
 
 describe('statements prepared on the pooled connections', { skip: pg.skip }, () => {
-  it("are named for the hot paths by default: append, reads, a subscription's page, ack and lease renewal", async () => {
+  it("are named for the hot paths by default: appends, reads, a subscription's page, ack and lease renewal", async () => {
     const store = await pg.openStore({ poolSize: 1 });
     try {
       await appendAndRead(store);
       await subscribeAckAndRenew(store);
+      // One event alone goes to append_event (above), several in one call to append_one.
+      await store.append('order-2', [
+        { type: 'order.placed', data: {} },
+        { type: 'order.paid', data: {} },
+      ]);
       const names = await preparedNames(store);
-      for (const what of ['append_one', 'read_stream', 'read_all', 'scan_page', 'ack', 'renew'])
+      for (const what of [
+        'append_event',
+        'append_one',
+        'read_stream',
+        'read_all',
+        'scan_page',
+        'ack',
+        'renew',
+      ])
         assert.ok(
           names.some((n) => n.startsWith(`idem_${what}_`)),
           `${what} is not among the prepared statements: ${names.join(', ')}`,
