@@ -1,3 +1,4 @@
+import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { connect } from 'node:net';
@@ -7,6 +8,19 @@ import type * as Pg from 'pg';
 
 /** The server the PostgreSQL scenarios use unless told otherwise. */
 export const DEFAULT_POSTGRES_URL = 'postgres://postgres@127.0.0.1:5432/postgres';
+
+/**
+ * Runs `sync` (flush every dirty page of the OS to disk) and returns how long it took in seconds, or
+ * null where there is no `sync` command. The bench only measures after it, so never fails on it.
+ */
+export function flushDirtyPages(): Promise<number | null> {
+  const t0 = process.hrtime.bigint();
+  return new Promise((resolve) => {
+    execFile('sync', { timeout: 120_000 }, (err) =>
+      resolve(err ? null : Number(process.hrtime.bigint() - t0) / 1e9),
+    );
+  });
+}
 
 /** Loads `pg` (an optional peer dependency) only for the scenarios that need it. */
 export async function loadPgModule(): Promise<typeof Pg> {

@@ -1,7 +1,6 @@
-import { execFile } from 'node:child_process';
 import { cpus, totalmem } from 'node:os';
 import { InvalidInputError } from '../core/errors.js';
-import { DEFAULT_POSTGRES_URL, BenchResources } from './resources.js';
+import { DEFAULT_POSTGRES_URL, BenchResources, flushDirtyPages } from './resources.js';
 import { SCENARIOS } from './scenarios/index.js';
 import type { BenchReport, Scenario, ScenarioContext } from './types.js';
 
@@ -128,19 +127,6 @@ export async function runBench(options: BenchOptions = {}): Promise<BenchReport>
   }
   report.totalSeconds = (Date.now() - started) / 1000;
   return report;
-}
-
-/**
- * Runs `sync` (flush every dirty page of the OS to disk) and returns how long it took in seconds, or
- * null where there is no `sync` command. The bench only measures after it, so never fails on it.
- */
-function flushDirtyPages(): Promise<number | null> {
-  const t0 = process.hrtime.bigint();
-  return new Promise((resolve) => {
-    execFile('sync', { timeout: 120_000 }, (err) =>
-      resolve(err ? null : Number(process.hrtime.bigint() - t0) / 1e9),
-    );
-  });
 }
 
 function selectScenarios(only: readonly string[] | undefined): Scenario[] {
