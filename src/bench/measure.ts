@@ -19,12 +19,15 @@ export interface Rounds extends Timed {
 export interface RoundShape {
   events: number;
   run: (events: number) => Promise<Timed>;
+  /** Events of its untimed warm-up. @default a tenth of `events` */
+  warmUpEvents?: number;
 }
 
 /**
  * Measures every shape `rounds` times, interleaved (each shape once per round, in the given order),
  * and returns for each shape its median round by rate. With `warmUp` (the default) and more than
- * one round, each shape first runs once untimed on a tenth of its events, so that the JIT has
+ * one round, each shape first runs once untimed (on a tenth of its events unless it says how
+ * many), so that the JIT has
  * compiled idem's and the baselines' code before anything is timed. Interleaving spreads a slow
  * spell of a shared machine over every shape instead of one, so that ratios between shapes hold
  * better than single runs'.
@@ -37,7 +40,8 @@ export async function inRounds<K extends string>(
   const keys = Object.keys(shapes) as K[];
   if (warmUp && rounds > 1) {
     log(`warm-up: ${keys.join(', ')}`);
-    for (const k of keys) await shapes[k].run(Math.max(1, Math.round(shapes[k].events / 10)));
+    for (const k of keys)
+      await shapes[k].run(shapes[k].warmUpEvents ?? Math.max(1, Math.round(shapes[k].events / 10)));
   }
   const runs = new Map<K, Timed[]>(keys.map((k) => [k, []]));
   for (let r = 1; r <= rounds; r++) {

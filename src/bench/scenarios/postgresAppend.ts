@@ -113,7 +113,11 @@ export const postgresAppend: Scenario = {
     const m = await inRounds(
       ctx.rounds,
       {
-        rawSingle: { events: n.single, run: (e) => rawWrite(ctx, settle, e, 1, 'v4', 1) },
+        rawSingle: {
+          events: n.single,
+          run: (e) => rawWrite(ctx, settle, e, 1, 'v4', 1),
+          warmUpEvents: n.singleWarmUp,
+        },
         rawMulti: { events: n.batchedSequential, run: (e) => rawWrite(ctx, settle, e, 100, 'v4', 1) },
         rawSameRows: { events: n.batchedSequential, run: (e) => rawWrite(ctx, settle, e, 100, 'v7', 100) },
         ...appendShapes(n, (total, perCall, callers, ids) =>
