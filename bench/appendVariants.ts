@@ -126,46 +126,40 @@ try {
       },
     ],
   ]);
+  /** The shape `name`: `calls` calls one after another, each with the next event of its own numbering. */
+  const sequential = (
+    name: string,
+    call: (i: number, e: ReturnType<typeof newEvent>) => Promise<unknown>,
+  ): void => {
+    shapes.set(name, async () => {
+      for (let k = 0; k < calls; k++) {
+        const i = take(name);
+        await call(i, newEvent(i, 'v7'));
+      }
+    });
+  };
   for (const name of names) {
     const store = await openPostgresStore({ connectionString: urlOf(databases.get(name)!) });
     stores.push(store);
     const variant = VARIANTS[name]!;
     if (variant === 'store') {
-      shapes.set(name, async () => {
-        for (let k = 0; k < calls; k++) {
-          const i = take(name);
-          await store.append(streamOf(i), [newEvent(i, 'v7')]);
-        }
-      });
+      sequential(name, (i, e) => store.append(streamOf(i), [e]));
       continue;
     }
-    if (variant === 'event') {
-      shapes.set(name, async () => {
-        for (let k = 0; k < calls; k++) {
-          const i = take(name);
-          const e = newEvent(i, 'v7');
-          await store.pool.query({
-            name: 'append_event',
-            text: 'SELECT idem.append_event($1::text, $2::text, $3::uuid, $4::text, $5::text, $6::text) AS r',
-            values: [streamOf(i), 'any', e.id, e.type, JSON.stringify(e.data), JSON.stringify(e.metadata)],
-          });
-        }
-      });
-      continue;
-    }
-    if (variant === 'scalar') {
-      await store.pool.query(SCALAR_FUNCTION);
-      shapes.set(name, async () => {
-        for (let k = 0; k < calls; k++) {
-          const i = take(name);
-          const e = newEvent(i, 'v7');
-          await store.pool.query({
-            name: 'append_variant',
-            text: 'SELECT outcome, version, first_position, last_position FROM idem.append_variant($1, $2, $3, $4, $5, $6)',
-            values: [streamOf(i), 'any', e.id, e.type, JSON.stringify(e.data), JSON.stringify(e.metadata)],
-          });
-        }
-      });
+    if (variant === 'event' || variant === 'scalar') {
+      // One event's fields as scalar parameters: the store's append_event, or the OUT-parameter copy.
+      if (variant === 'scalar') await store.pool.query(SCALAR_FUNCTION);
+      const text =
+        variant === 'event'
+          ? 'SELECT idem.append_event($1::text, $2::text, $3::uuid, $4::text, $5::text, $6::text) AS r'
+          : 'SELECT outcome, version, first_position, last_position FROM idem.append_variant($1, $2, $3, $4, $5, $6)';
+      sequential(name, (i, e) =>
+        store.pool.query({
+          name: `${variant}_variant`,
+          text,
+          values: [streamOf(i), 'any', e.id, e.type, JSON.stringify(e.data), JSON.stringify(e.metadata)],
+        }),
+      );
       continue;
     }
     const { rows } = await store.pool.query<{ d: string }>(
@@ -180,24 +174,20 @@ try {
     }
     await store.pool.query('CREATE SEQUENCE public.variant_positions START 1000000000');
     await store.pool.query(text);
-    shapes.set(name, async () => {
-      for (let k = 0; k < calls; k++) {
-        const i = take(name);
-        const e = newEvent(i, 'v7');
-        await store.pool.query({
-          name: 'append_variant',
-          text: 'SELECT outcome, version, first_position, last_position FROM idem.append_variant($1::text, $2::text, $3::uuid[], $4::text[], $5::text[], $6::text[])',
-          values: [
-            streamOf(i),
-            'any',
-            uuidArray([e.id]),
-            textArray([e.type]),
-            textArray([JSON.stringify(e.data)]),
-            textArray([JSON.stringify(e.metadata)]),
-          ],
-        });
-      }
-    });
+    sequential(name, (i, e) =>
+      store.pool.query({
+        name: 'append_variant',
+        text: 'SELECT outcome, version, first_position, last_position FROM idem.append_variant($1::text, $2::text, $3::uuid[], $4::text[], $5::text[], $6::text[])',
+        values: [
+          streamOf(i),
+          'any',
+          uuidArray([e.id]),
+          textArray([e.type]),
+          textArray([JSON.stringify(e.data)]),
+          textArray([JSON.stringify(e.metadata)]),
+        ],
+      }),
+    );
   }
 
   const order = [...shapes.keys()];

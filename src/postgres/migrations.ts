@@ -477,6 +477,17 @@ function wholeGroupSql(s: string, schema: string): string {
 }
 
 /**
+ * The condition "a stream at version `version` meets the expected version `expected`" (`any`,
+ * `no_stream`, `stream_exists` or a number as text), as `append_one` and `append_event` test it.
+ */
+function expectationMet(expected: string, version: string): string {
+  return `(${expected} = 'any'
+                OR (${expected} = 'no_stream' AND ${version} = 0)
+                OR (${expected} = 'stream_exists' AND ${version} > 0)
+                OR (${expected} ~ '^[0-9]+$' AND ${version}::numeric = ${expected}::numeric))`;
+}
+
+/**
  * `append_event` (migration 13): `append_one` for one event. Sent on every call its time is a fixed
  * cost over a raw single-row INSERT, and the arrays (decoded by PostgreSQL, subscripted by the
  * function) and the four-column table (a tuplestore, and a row description that `pg` reads per call)
@@ -504,10 +515,7 @@ function appendEventSql(s: string, schema: string): string {
           UPDATE ${s}.head h SET position = v_head WHERE h.id;
           RETURN 'exists';
         END IF;
-        IF NOT (p_expected = 'any'
-                OR (p_expected = 'no_stream' AND v_cur = 0)
-                OR (p_expected = 'stream_exists' AND v_cur > 0)
-                OR (p_expected ~ '^[0-9]+$' AND v_cur::numeric = p_expected::numeric)) THEN
+        IF NOT ${expectationMet('p_expected', 'v_cur')} THEN
           UPDATE ${s}.head h SET position = v_head WHERE h.id;
           RETURN 'wrong_expected_version ' || v_cur;
         END IF;
@@ -568,10 +576,7 @@ function appendOneSql(s: string, schema: string, hashed: boolean): string {
           RETURN NEXT;
           RETURN;
         END IF;
-        IF NOT (p_expected = 'any'
-                OR (p_expected = 'no_stream' AND v_cur = 0)
-                OR (p_expected = 'stream_exists' AND v_cur > 0)
-                OR (p_expected ~ '^[0-9]+$' AND v_cur::numeric = p_expected::numeric)) THEN
+        IF NOT ${expectationMet('p_expected', 'v_cur')} THEN
           UPDATE ${s}.head h SET position = v_head WHERE h.id;
           outcome := 'wrong_expected_version';
           version := v_cur;

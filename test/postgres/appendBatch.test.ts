@@ -57,6 +57,24 @@ function wrong(actual: number): Outcome {
   return { outcome: 'wrong_expected_version', version: actual, first_position: null, last_position: null };
 }
 
+/** The log holds exactly what a model wrote: each stream's ids in version order, positions 1..N. */
+async function assertLogHolds(
+  store: PostgresEventStore,
+  streams: string[],
+  stored: Map<string, string[]>,
+): Promise<void> {
+  for (const stream of streams) {
+    const inStream: string[] = [];
+    for await (const e of store.readStream(stream)) inStream.push(e.id);
+    assert.deepEqual(inStream, stored.get(stream) ?? []);
+  }
+  const log = await rows(store);
+  assert.deepEqual(
+    log.map((e) => e.position),
+    Array.from({ length: log.length }, (_, i) => i + 1),
+  );
+}
+
 const ids = (n: number): string[] => Array.from({ length: n }, () => randomUUID());
 
 async function rows(
@@ -239,17 +257,7 @@ describe('append_batch: several appends decided in one call', { skip: ctx.skip }
         }),
         { numRuns: 100 },
       );
-      // The log holds exactly what the model wrote, each stream's events in version order.
-      for (const stream of streams) {
-        const versions: string[] = [];
-        for await (const e of store.readStream(stream)) versions.push(e.id);
-        assert.deepEqual(versions, stored.get(stream) ?? []);
-      }
-      const log = await rows(store);
-      assert.deepEqual(
-        log.map((e) => e.position),
-        Array.from({ length: log.length }, (_, i) => i + 1),
-      );
+      await assertLogHolds(store, streams, stored);
     } finally {
       await store.close();
     }
@@ -349,16 +357,7 @@ describe('append_event: one event appended alone', { skip: ctx.skip }, () => {
         }),
         { numRuns: 60 },
       );
-      for (const stream of streams) {
-        const inStream: string[] = [];
-        for await (const e of store.readStream(stream)) inStream.push(e.id);
-        assert.deepEqual(inStream, stored.get(stream) ?? []);
-      }
-      const log = await rows(store);
-      assert.deepEqual(
-        log.map((e) => e.position),
-        Array.from({ length: log.length }, (_, i) => i + 1),
-      );
+      await assertLogHolds(store, streams, stored);
     } finally {
       await store.close();
     }
