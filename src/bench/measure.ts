@@ -26,11 +26,10 @@ export interface RoundShape {
 /**
  * Measures every shape `rounds` times, interleaved (each shape once per round, in the given order),
  * and returns for each shape its median round by rate. With `warmUp` (the default) and more than
- * one round, each shape first runs once untimed (on a tenth of its events unless it says how
- * many), so that the JIT has
- * compiled idem's and the baselines' code before anything is timed. Interleaving spreads a slow
- * spell of a shared machine over every shape instead of one, so that ratios between shapes hold
- * better than single runs'.
+ * one round, each shape first runs once untimed (on a tenth of its events unless it says how many),
+ * so that the JIT has compiled idem's and the baselines' code before anything is timed.
+ * Interleaving spreads a slow spell of a shared machine over every shape instead of one, so that
+ * ratios between shapes hold better than single runs'.
  */
 export async function inRounds<K extends string>(
   rounds: number,

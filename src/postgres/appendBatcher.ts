@@ -77,8 +77,8 @@ export class AppendBatcher {
   /** Events in `queue`. */
   private queuedEvents = 0;
   /**
-   * Names of the two statements, prepared once per connection (no parsing and planning of the call
-   * per append). They name the schema, since several stores may share one pool.
+   * Names of the three statements, prepared once per connection (no parsing and planning of the
+   * call per append). They name the schema, since several stores may share one pool.
    */
   private readonly names: { event?: string; one?: string; group?: string };
 
