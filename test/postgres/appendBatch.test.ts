@@ -57,6 +57,16 @@ function wrong(actual: number): Outcome {
   return { outcome: 'wrong_expected_version', version: actual, first_position: null, last_position: null };
 }
 
+/** The model's expected-version rule: does a stream at version `current` meet `expected`? */
+function meets(expected: string, current: number): boolean {
+  return (
+    expected === 'any' ||
+    (expected === 'no_stream' && current === 0) ||
+    (expected === 'stream_exists' && current > 0) ||
+    Number(expected) === current
+  );
+}
+
 /** The log holds exactly what a model wrote: each stream's ids in version order, positions 1..N. */
 async function assertLogHolds(
   store: PostgresEventStore,
@@ -238,13 +248,7 @@ describe('append_batch: several appends decided in one call', { skip: ctx.skip }
           const expected: Outcome[] = appends.map((a) => {
             if (a.ids.some((id) => storedIds.has(id) || written.has(id))) return exists;
             const current = stored.get(a.stream)?.length ?? 0;
-            const e = a.expected;
-            const pass =
-              e === 'any' ||
-              (e === 'no_stream' && current === 0) ||
-              (e === 'stream_exists' && current > 0) ||
-              Number(e) === current;
-            if (!pass) return wrong(current);
+            if (!meets(a.expected, current)) return wrong(current);
             for (const id of a.ids) written.add(id);
             stored.set(a.stream, [...(stored.get(a.stream) ?? []), ...a.ids]);
             const first = head + 1;
@@ -337,14 +341,9 @@ describe('append_event: one event appended alone', { skip: ctx.skip }, () => {
             const id = which === 'fresh' ? randomUUID() : which;
             const head = await store.headPosition();
             const current = stored.get(stream)?.length ?? 0;
-            const pass =
-              expected === 'any' ||
-              (expected === 'no_stream' && current === 0) ||
-              (expected === 'stream_exists' && current > 0) ||
-              Number(expected) === current;
             const want = storedIds.has(id)
               ? 'exists'
-              : pass
+              : meets(expected, current)
                 ? `ok ${current + 1} ${head + 1}`
                 : `wrong_expected_version ${current}`;
             assert.equal(await appendEvent(store, stream, expected, id), want);

@@ -9,16 +9,17 @@ import { newEvent, rawRow, streamOf, type IdKind } from '../workload.js';
 
 const NAME = 'sqlite-append';
 
-/** The sizes of the four append shapes, shared by the SQLite and PostgreSQL append scenarios. */
 /**
  * Untimed calls of one event each before the rounds, for the one-event shapes and their raw
- * baselines: a tenth of the shape (100 calls) left their code half compiled by the JIT. In a new
- * process on a 2-vCPU VM, rounds of 1,000 sequential PostgreSQL appends to new stores took 751 and
- * 767 µs per append (two runs) in the first round, 435 and 563 in the second and 306 to 473 in the
- * next four; raw inserts 469 and 533 µs in the first round, 244 to 391 later.
+ * baselines (SQLite's and PostgreSQL's): a tenth of the shape (100 calls) left their code half
+ * compiled by the JIT. In a new process on a 2-vCPU VM, rounds of 1,000 sequential PostgreSQL
+ * appends to new stores took 751 and 767 µs per append (two runs) in the first round, 435 and 563
+ * in the second and 306 to 473 in the next four; raw inserts 469 and 533 µs in the first round,
+ * 244 to 391 later.
  */
 const SINGLE_WARM_UP = 3_000;
 
+/** The sizes of the four append shapes, shared by the SQLite and PostgreSQL append scenarios. */
 export function appendSizes(ctx: ScenarioContext): {
   single: number;
   singleWarmUp: number;
