@@ -1,8 +1,9 @@
-import type { Pool, QueryResult } from 'pg';
+import type { Pool, QueryConfig, QueryResult, QueryResultRow } from 'pg';
 import type { ExpectedVersion } from '../core/expectedVersion.js';
 import { MicrotaskPump } from '../core/microtaskPump.js';
 import type { PreparedEvent } from '../core/validation.js';
 import { int4Array, textArray, uuidArray } from './binaryArrays.js';
+import { checkout, type CheckedOutClient } from './checkout.js';
 import { isConnectionFault } from './connectionFaults.js';
 import { statementName } from './schemaName.js';
 
@@ -81,6 +82,16 @@ export class AppendBatcher {
    * call per append). They name the schema, since several stores may share one pool.
    */
   private readonly names: { event?: string; one?: string; group?: string };
+  /** The three statements' texts, made once. */
+  private readonly texts: { event: string; one: string; group: string };
+  /**
+   * Clients kept checked out between statements that follow one another (a sequential caller's next
+   * append is submitted before the event loop turns): each is given back to the pool a turn of the
+   * event loop after its last statement, so a caller that appends in a loop skips the pool's checkout
+   * and release per append.
+   */
+  private readonly held: CheckedOutClient[] = [];
+  private releaseScheduled = false;
 
   constructor(private readonly options: AppendBatcherOptions) {
     this.maxBatchEvents = options.maxBatchEvents ?? 10_000;
@@ -94,6 +105,38 @@ export class AppendBatcher {
             one: statementName('append_one', options.s),
             group: statementName('append_batch', options.s),
           };
+    const s = options.s;
+    this.texts = {
+      event: `SELECT ${s}.append_event($1::text, $2::text, $3::uuid, $4::text, $5::text, $6::text) AS r`,
+      one: `SELECT outcome, version, first_position, last_position
+         FROM ${s}.append_one($1::text, $2::text, $3::uuid[], $4::text[], $5::text[], $6::text[])`,
+      group: `SELECT outcome, version, first_position, last_position
+         FROM ${s}.append_batch($1::text[], $2::text[], $3::int[], $4::uuid[], $5::text[], $6::text[], $7::text[])`,
+    };
+  }
+
+  /** Gives the kept clients back to the pool (a turn after a statement, and when the store closes). */
+  readonly releaseIdle = (): void => {
+    this.releaseScheduled = false;
+    for (const c of this.held.splice(0)) c.release();
+  };
+
+  /** One statement on a kept client, or on one checked out now; a client whose statement failed is destroyed. */
+  private async query<R extends QueryResultRow>(config: QueryConfig): Promise<QueryResult<R>> {
+    const c = this.held.pop() ?? (await checkout(this.options.pool));
+    let r: QueryResult<R>;
+    try {
+      r = await c.client.query<R>(config);
+    } catch (err) {
+      c.release(err instanceof Error ? err : true);
+      throw err;
+    }
+    this.held.push(c);
+    if (!this.releaseScheduled) {
+      this.releaseScheduled = true;
+      setImmediate(this.releaseIdle);
+    }
+    return r;
   }
 
   submit(stream: string, expected: ExpectedVersion, events: readonly PreparedEvent[]): Promise<BatchOutcome> {
@@ -178,9 +221,9 @@ export class AppendBatcher {
   /** One event appended alone: `append_event`, scalar parameters and one text result (see migrations.ts). */
   private async runEvent(p: Pending): Promise<BatchOutcome> {
     const e = p.events[0]!;
-    const r = await this.options.pool.query<{ r: string }>({
-      ...(this.names.event === undefined ? {} : { name: this.names.event }),
-      text: `SELECT ${this.options.s}.append_event($1::text, $2::text, $3::uuid, $4::text, $5::text, $6::text) AS r`,
+    const r = await this.query<{ r: string }>({
+      name: this.names.event,
+      text: this.texts.event,
       values: [p.stream, String(p.expected), e.id, e.type, e.dataJson, e.metadataJson],
     });
     return eventOutcome(r.rows[0]?.r);
@@ -188,10 +231,9 @@ export class AppendBatcher {
 
   /** One append of several events alone: `append_one`, a shorter function than the group's (see migrations.ts). */
   private runOne(p: Pending): Promise<QueryResult<OutcomeRow>> {
-    return this.options.pool.query<OutcomeRow>({
-      ...(this.names.one === undefined ? {} : { name: this.names.one }),
-      text: `SELECT outcome, version, first_position, last_position
-         FROM ${this.options.s}.append_one($1::text, $2::text, $3::uuid[], $4::text[], $5::text[], $6::text[])`,
+    return this.query<OutcomeRow>({
+      name: this.names.one,
+      text: this.texts.one,
       values: [
         p.stream,
         String(p.expected),
@@ -205,10 +247,9 @@ export class AppendBatcher {
 
   private runGroup(batch: readonly Pending[]): Promise<QueryResult<OutcomeRow>> {
     const events = batch.flatMap((p) => p.events);
-    return this.options.pool.query<OutcomeRow>({
-      ...(this.names.group === undefined ? {} : { name: this.names.group }),
-      text: `SELECT outcome, version, first_position, last_position
-         FROM ${this.options.s}.append_batch($1::text[], $2::text[], $3::int[], $4::uuid[], $5::text[], $6::text[], $7::text[])`,
+    return this.query<OutcomeRow>({
+      name: this.names.group,
+      text: this.texts.group,
       // Binary arrays: no quoting of the JSON texts on either side (see binaryArrays.ts).
       values: [
         textArray(batch.map((p) => p.stream)),

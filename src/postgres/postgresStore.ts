@@ -753,6 +753,7 @@ export class PostgresEventStore implements EventStore {
     this.closed = true;
     await this.subscriptions.close();
     await this.notifier.close();
+    this.batcher.releaseIdle();
     if (this.ownsPool) await this.pool.end();
   }
 

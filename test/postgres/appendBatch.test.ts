@@ -2,6 +2,7 @@
 // checks and result, and the migration that replaces it in existing schemas.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
+import { once } from 'node:events';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import pg from 'pg';
@@ -449,6 +450,94 @@ describe('grouped appends through the store', { skip: ctx.skip }, () => {
         [...positions].sort((x, y) => x - y),
       );
       assert.equal(await store.headPosition(), 4);
+    } finally {
+      await store.close();
+    }
+  });
+});
+
+describe("appends and the store's pool", { skip: ctx.skip }, () => {
+  /** Counts the pool's checkouts and releases from now on. */
+  function poolEvents(pool: pg.Pool): { acquire: number; release: number } {
+    const seen = { acquire: 0, release: 0 };
+    pool.on('acquire', () => seen.acquire++);
+    pool.on('release', () => seen.release++);
+    return seen;
+  }
+  const nextTurn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+
+  it('a caller appending in a loop checks a connection out once and gives it back when it stops', async () => {
+    const store = await ctx.openStore({ poolSize: 4 });
+    try {
+      const stream = randomStream();
+      await store.append(stream, [{ type: 't', data: 0 }]);
+      await nextTurn();
+      const seen = poolEvents(store.pool);
+      for (let i = 1; i <= 30; i++) {
+        const r = await store.append(stream, [{ type: 't', data: i }], { expectedVersion: i });
+        assert.equal(r.version, i + 1);
+      }
+      assert.equal(seen.acquire, 1, 'one checkout for 30 appends in a row');
+      await nextTurn();
+      assert.equal(seen.release, 1, 'given back a turn of the event loop after the last append');
+      assert.equal(store.pool.idleCount, store.pool.totalCount);
+      // Appends of several events (append_one) and concurrent groups (append_batch) keep it too.
+      await store.append(stream, [
+        { type: 't', data: 'a' },
+        { type: 't', data: 'b' },
+      ]);
+      await Promise.all(
+        Array.from({ length: 8 }, (_, i) => store.append(randomStream(), [{ type: 't', data: i }])),
+      );
+      await nextTurn();
+      assert.equal(seen.acquire, seen.release);
+      assert.equal(store.pool.idleCount, store.pool.totalCount);
+      assert.equal(await store.headPosition(), 41);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('a pool of one connection serves appends, reads and other queries in any order', async () => {
+    const store = await ctx.openStore({ poolSize: 1 });
+    try {
+      const stream = randomStream();
+      for (let i = 0; i < 20; i++) {
+        const [appended, one] = await Promise.all([
+          store.append(stream, [{ type: 't', data: i }]),
+          store.pool.query<{ n: number }>('SELECT 1 AS n'),
+          store.append(randomStream(), [{ type: 'other', data: i }]),
+        ]);
+        assert.equal(one.rows[0]!.n, 1);
+        const read = [];
+        for await (const e of store.readStream(stream)) read.push(e.data);
+        assert.equal(read.length, appended.version);
+      }
+      assert.equal(await store.streamVersion(stream), 20);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('a connection whose append statement failed is not used again', async () => {
+    const store = await ctx.openStore({ poolSize: 2 });
+    try {
+      await store.append(randomStream(), [{ type: 't', data: 1 }]);
+      const schema = quoteSchema(store.schema);
+      await store.pool.query(`ALTER FUNCTION ${schema}.append_event RENAME TO append_event_gone`);
+      await nextTurn();
+      const before = store.pool.totalCount;
+      const removed = once(store.pool, 'remove');
+      await assert.rejects(store.append(randomStream(), [{ type: 't', data: 2 }]), /append_event/);
+      assert.equal(
+        store.pool.totalCount,
+        before - 1,
+        'the failed statement took its connection out of the pool',
+      );
+      await removed;
+      await store.pool.query(`ALTER FUNCTION ${schema}.append_event_gone RENAME TO append_event`);
+      const r = await store.append(randomStream(), [{ type: 't', data: 3 }]);
+      assert.equal(r.firstPosition, 2);
     } finally {
       await store.close();
     }
