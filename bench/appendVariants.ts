@@ -5,7 +5,12 @@
 //   node --import tsx bench/appendVariants.ts [postgres-url] [calls-per-round] [rounds] [variants]
 // variants: a comma-separated subset of the names below (default: all). Each variant writes into a
 // database of its own; rounds are interleaved in a rotating order; the medians are printed, with the
-// median over the rounds of each variant's time minus the raw insert's of the same round.
+// median over the rounds of each variant's time minus the raw insert's of the same round, and this
+// process's CPU time per call (user and system, all its threads; median of the rounds).
+// IDEM_PIN_BACKENDS=<cpu list> (Linux, PostgreSQL on this machine, run as root or as its user): after
+// the warm-up, the PostgreSQL backends serving these databases are pinned to those CPUs with
+// `taskset`; pin this process too (`taskset -c <cpus> node ...`) to put both on one core or apart.
+import { execFileSync } from 'node:child_process';
 import pg from 'pg';
 import { RawPostgresEvents } from '../src/bench/rawPostgres.js';
 import { loadPgModule } from '../src/bench/resources.js';
@@ -192,24 +197,39 @@ try {
 
   const order = [...shapes.keys()];
   const micros = new Map<string, number[]>(order.map((n) => [n, []]));
+  const cpuMicros = new Map<string, number[]>(order.map((n) => [n, []]));
   for (const name of order) await shapes.get(name)!(); // warm-up, not counted
+  const pinTo = process.env.IDEM_PIN_BACKENDS;
+  if (pinTo !== undefined) {
+    const { rows } = await admin.query<{ pid: number }>(
+      'SELECT pid FROM pg_stat_activity WHERE datname = ANY($1::text[])',
+      [[...databases.values()]],
+    );
+    for (const { pid } of rows) execFileSync('taskset', ['-pc', pinTo, String(pid)], { stdio: 'ignore' });
+    console.error(`# pinned ${rows.length} PostgreSQL backends to CPUs ${pinTo}`);
+  }
   for (let r = 0; r < rounds; r++) {
     const rotated = [...order.slice(r % order.length), ...order.slice(0, r % order.length)];
     for (const name of rotated) {
+      const cpu = process.cpuUsage();
       const start = process.hrtime.bigint();
       await shapes.get(name)!();
       micros.get(name)!.push(Number(process.hrtime.bigint() - start) / 1000 / calls);
+      const used = process.cpuUsage(cpu);
+      cpuMicros.get(name)!.push((used.user + used.system) / calls);
     }
     console.error(`# round ${r + 1}/${rounds} done`);
   }
   const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[xs.length >> 1]!;
   const rawMicros = micros.get('raw INSERT')!;
-  console.log(`${calls} calls per variant and round, ${rounds} rounds; µs per call, median of the rounds`);
+  console.log(
+    `${calls} calls per variant and round, ${rounds} rounds; µs per call (time, and this process's CPU), median of the rounds`,
+  );
   for (const name of order) {
     const xs = micros.get(name)!;
     const over = median(xs.map((x, i) => x - rawMicros[i]!));
     console.log(
-      `${name.padEnd(26)} ${median(xs).toFixed(1).padStart(7)} µs` +
+      `${name.padEnd(26)} ${median(xs).toFixed(1).padStart(7)} µs, CPU ${median(cpuMicros.get(name)!).toFixed(1).padStart(5)} µs` +
         (name === 'raw INSERT'
           ? ''
           : `  (raw INSERT + ${over.toFixed(1)} µs; raw / this ${(median(rawMicros) / median(xs)).toFixed(2)}x)`),
