@@ -1,9 +1,9 @@
-import type { Pool, QueryConfig, QueryResult, QueryResultRow } from 'pg';
+import type { QueryResult } from 'pg';
 import type { ExpectedVersion } from '../core/expectedVersion.js';
 import { MicrotaskPump } from '../core/microtaskPump.js';
 import type { PreparedEvent } from '../core/validation.js';
 import { int4Array, textArray, uuidArray } from './binaryArrays.js';
-import { checkout, type CheckedOutClient } from './checkout.js';
+import { sendQuery, type KeptClients } from './checkout.js';
 import { isConnectionFault } from './connectionFaults.js';
 import { statementName } from './schemaName.js';
 
@@ -31,7 +31,8 @@ interface Pending {
 }
 
 export interface AppendBatcherOptions {
-  pool: Pool;
+  /** The store's pool, through clients kept between statements that follow one another. */
+  clients: KeptClients;
   /** The quoted schema. */
   s: string;
   /** Most events written by one statement. @default 10000 */
@@ -84,14 +85,6 @@ export class AppendBatcher {
   private readonly names: { event?: string; one?: string; group?: string };
   /** The three statements' texts, made once. */
   private readonly texts: { event: string; one: string; group: string };
-  /**
-   * Clients kept checked out between statements that follow one another (a sequential caller's next
-   * append is submitted before the event loop turns): each is given back to the pool a turn of the
-   * event loop after its last statement, so a caller that appends in a loop skips the pool's checkout
-   * and release per append.
-   */
-  private readonly held: CheckedOutClient[] = [];
-  private releaseScheduled = false;
 
   constructor(private readonly options: AppendBatcherOptions) {
     this.maxBatchEvents = options.maxBatchEvents ?? 10_000;
@@ -113,30 +106,6 @@ export class AppendBatcher {
       group: `SELECT outcome, version, first_position, last_position
          FROM ${s}.append_batch($1::text[], $2::text[], $3::int[], $4::uuid[], $5::text[], $6::text[], $7::text[])`,
     };
-  }
-
-  /** Gives the kept clients back to the pool (a turn after a statement, and when the store closes). */
-  readonly releaseIdle = (): void => {
-    this.releaseScheduled = false;
-    for (const c of this.held.splice(0)) c.release();
-  };
-
-  /** One statement on a kept client, or on one checked out now; a client whose statement failed is destroyed. */
-  private async query<R extends QueryResultRow>(config: QueryConfig): Promise<QueryResult<R>> {
-    const c = this.held.pop() ?? (await checkout(this.options.pool));
-    let r: QueryResult<R>;
-    try {
-      r = await c.client.query<R>(config);
-    } catch (err) {
-      c.release(err instanceof Error ? err : true);
-      throw err;
-    }
-    this.held.push(c);
-    if (!this.releaseScheduled) {
-      this.releaseScheduled = true;
-      setImmediate(this.releaseIdle);
-    }
-    return r;
   }
 
   submit(stream: string, expected: ExpectedVersion, events: readonly PreparedEvent[]): Promise<BatchOutcome> {
@@ -221,46 +190,52 @@ export class AppendBatcher {
   /** One event appended alone: `append_event`, scalar parameters and one text result (see migrations.ts). */
   private async runEvent(p: Pending): Promise<BatchOutcome> {
     const e = p.events[0]!;
-    const r = await this.query<{ r: string }>({
-      name: this.names.event,
-      text: this.texts.event,
-      values: [p.stream, String(p.expected), e.id, e.type, e.dataJson, e.metadataJson],
-    });
+    const r = await this.options.clients.run((c) =>
+      sendQuery<{ r: string }>(c, {
+        name: this.names.event,
+        text: this.texts.event,
+        values: [p.stream, String(p.expected), e.id, e.type, e.dataJson, e.metadataJson],
+      }),
+    );
     return eventOutcome(r.rows[0]?.r);
   }
 
   /** One append of several events alone: `append_one`, a shorter function than the group's (see migrations.ts). */
   private runOne(p: Pending): Promise<QueryResult<OutcomeRow>> {
-    return this.query<OutcomeRow>({
-      name: this.names.one,
-      text: this.texts.one,
-      values: [
-        p.stream,
-        String(p.expected),
-        uuidArray(p.events.map((e) => e.id)),
-        textArray(p.events.map((e) => e.type)),
-        textArray(p.events.map((e) => e.dataJson)),
-        textArray(p.events.map((e) => e.metadataJson)),
-      ],
-    });
+    return this.options.clients.run((c) =>
+      sendQuery<OutcomeRow>(c, {
+        name: this.names.one,
+        text: this.texts.one,
+        values: [
+          p.stream,
+          String(p.expected),
+          uuidArray(p.events.map((e) => e.id)),
+          textArray(p.events.map((e) => e.type)),
+          textArray(p.events.map((e) => e.dataJson)),
+          textArray(p.events.map((e) => e.metadataJson)),
+        ],
+      }),
+    );
   }
 
   private runGroup(batch: readonly Pending[]): Promise<QueryResult<OutcomeRow>> {
     const events = batch.flatMap((p) => p.events);
-    return this.query<OutcomeRow>({
-      name: this.names.group,
-      text: this.texts.group,
-      // Binary arrays: no quoting of the JSON texts on either side (see binaryArrays.ts).
-      values: [
-        textArray(batch.map((p) => p.stream)),
-        textArray(batch.map((p) => String(p.expected))),
-        int4Array(batch.map((p) => p.events.length)),
-        uuidArray(events.map((e) => e.id)),
-        textArray(events.map((e) => e.type)),
-        textArray(events.map((e) => e.dataJson)),
-        textArray(events.map((e) => e.metadataJson)),
-      ],
-    });
+    return this.options.clients.run((c) =>
+      sendQuery<OutcomeRow>(c, {
+        name: this.names.group,
+        text: this.texts.group,
+        // Binary arrays: no quoting of the JSON texts on either side (see binaryArrays.ts).
+        values: [
+          textArray(batch.map((p) => p.stream)),
+          textArray(batch.map((p) => String(p.expected))),
+          int4Array(batch.map((p) => p.events.length)),
+          uuidArray(events.map((e) => e.id)),
+          textArray(events.map((e) => e.type)),
+          textArray(events.map((e) => e.dataJson)),
+          textArray(events.map((e) => e.metadataJson)),
+        ],
+      }),
+    );
   }
 }
 

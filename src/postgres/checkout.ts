@@ -1,4 +1,12 @@
-import type { Pool, PoolClient } from 'pg';
+import type {
+  Pool,
+  PoolClient,
+  QueryArrayConfig,
+  QueryArrayResult,
+  QueryConfig,
+  QueryResult,
+  QueryResultRow,
+} from 'pg';
 
 /** A pooled client checked out for a transaction; `release` gives it back (or destroys it). */
 export interface CheckedOutClient {
@@ -49,4 +57,63 @@ export function guardPool(pool: Pool): void {
   if (guardedPools.has(pool)) return;
   guardedPools.add(pool);
   pool.on('error', () => undefined);
+}
+
+/**
+ * Statements on clients kept checked out between statements that follow one another: a client goes
+ * back to the pool a turn of the event loop after its last statement, so code that reads and appends
+ * in a loop (each statement sent as the one before resolves, before the event loop turns) checks a
+ * connection out once instead of once per statement, with the pool's idle timer set and cleared each
+ * time. A client whose statement failed is destroyed, as `pool.query` does.
+ */
+export class KeptClients {
+  private readonly kept: CheckedOutClient[] = [];
+  private releaseScheduled = false;
+
+  constructor(private readonly pool: Pool) {}
+
+  /** Runs one statement (`statement` sends it on the client it is given). */
+  async run<T>(statement: (client: PoolClient) => Promise<T>): Promise<T> {
+    const c = this.kept.pop() ?? (await checkout(this.pool));
+    let r: T;
+    try {
+      r = await statement(c.client);
+    } catch (err) {
+      c.release(err instanceof Error ? err : true);
+      throw err;
+    }
+    this.kept.push(c);
+    if (!this.releaseScheduled) {
+      this.releaseScheduled = true;
+      setImmediate(this.release);
+    }
+    return r;
+  }
+
+  /** Gives the kept clients back to the pool (a turn after a statement, and when their user closes). */
+  readonly release = (): void => {
+    this.releaseScheduled = false;
+    for (const c of this.kept.splice(0)) c.release();
+  };
+}
+
+/**
+ * `client.query(config)` through pg's callback form, as a promise. pg's promise form (8.23), on a
+ * client that sends statement after statement, makes the young generation's collections slow (much of
+ * each statement's garbage survives them): 3,000 reads of 100 rows on one checked-out client spent
+ * 408 to 436 ms in scavenges that way and 66 to 73 ms this way (`pool.query`, which uses the
+ * callback form, 84 to 93 ms).
+ */
+export function sendQuery<R extends unknown[]>(
+  client: PoolClient,
+  config: QueryArrayConfig,
+): Promise<QueryArrayResult<R>>;
+export function sendQuery<R extends QueryResultRow>(
+  client: PoolClient,
+  config: QueryConfig,
+): Promise<QueryResult<R>>;
+export function sendQuery(client: PoolClient, config: QueryConfig): Promise<QueryResult> {
+  return new Promise((resolve, reject) => {
+    client.query(config, (err: Error | null, result: QueryResult) => (err ? reject(err) : resolve(result)));
+  });
 }

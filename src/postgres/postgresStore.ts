@@ -43,7 +43,7 @@ import { AppendBatcher } from './appendBatcher.js';
 import { appendEvents } from './appendEvents.js';
 import { AppendNotifier } from './appendNotifier.js';
 import { RETRY_OPTION_KEYS, withReconnect, type RetryOptions } from './connectionFaults.js';
-import { guardPool } from './checkout.js';
+import { guardPool, KeptClients, sendQuery } from './checkout.js';
 import {
   EVENT_TUPLE_COLUMNS,
   filterSql,
@@ -162,6 +162,8 @@ export class PostgresEventStore implements EventStore {
   private readonly retry: RetryOptions;
   private readonly pageSize: number;
   private readonly batcher: AppendBatcher;
+  /** Appends and reads: clients kept between statements that follow one another (see checkout.ts). */
+  private readonly clients: KeptClients;
   /** Reads are round trips: subscriptions read the next page while the current one is processed. */
   readonly readAhead = true;
   /** Page queries of `readAll` and the subscriptions, by filter. */
@@ -235,7 +237,8 @@ export class PostgresEventStore implements EventStore {
       ...this.statementName('read_stream'),
       text: `SELECT ${EVENT_TUPLE_COLUMNS} FROM ${this.s}.events WHERE stream = $1 AND version >= $2 ORDER BY version LIMIT $3`,
     };
-    this.batcher = new AppendBatcher({ pool, s: this.s, preparedStatements: this.prepared });
+    this.clients = new KeptClients(pool);
+    this.batcher = new AppendBatcher({ clients: this.clients, s: this.s, preparedStatements: this.prepared });
     this.cipher = resolveEncryptOptions(
       options.encrypt,
       () => new PostgresSubjectKeys(pool, this.s, this.retry),
@@ -650,7 +653,7 @@ export class PostgresEventStore implements EventStore {
     maxBytes?: number,
   ): Promise<RecordedEvent[]> {
     const r = await withReconnect(
-      () => this.pool.query<PostgresEventTuple>({ ...query, values, rowMode: 'array' }),
+      () => this.clients.run((c) => sendQuery<PostgresEventTuple>(c, { ...query, values, rowMode: 'array' })),
       this.retry,
       this.countFault,
     );
@@ -753,7 +756,7 @@ export class PostgresEventStore implements EventStore {
     this.closed = true;
     await this.subscriptions.close();
     await this.notifier.close();
-    this.batcher.releaseIdle();
+    this.clients.release();
     if (this.ownsPool) await this.pool.end();
   }
 

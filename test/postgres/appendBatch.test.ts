@@ -466,7 +466,7 @@ describe("appends and the store's pool", { skip: ctx.skip }, () => {
   }
   const nextTurn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
 
-  it('a caller appending in a loop checks a connection out once and gives it back when it stops', async () => {
+  it('a caller appending (or reading and appending) in a loop checks a connection out once and gives it back when it stops', async () => {
     const store = await ctx.openStore({ poolSize: 4 });
     try {
       const stream = randomStream();
@@ -493,6 +493,18 @@ describe("appends and the store's pool", { skip: ctx.skip }, () => {
       assert.equal(seen.acquire, seen.release);
       assert.equal(store.pool.idleCount, store.pool.totalCount);
       assert.equal(await store.headPosition(), 41);
+      // A command handler's loop: read the stream, decide, append; one checkout for all of it.
+      await nextTurn();
+      const before = seen.acquire;
+      for (let i = 0; i < 10; i++) {
+        let version = 0;
+        for await (const e of store.readStream(stream)) version = e.version;
+        await store.append(stream, [{ type: 't', data: version }], { expectedVersion: version });
+      }
+      assert.equal(seen.acquire - before, 1, 'one checkout for 10 reads and appends in a row');
+      await nextTurn();
+      assert.equal(seen.acquire, seen.release);
+      assert.equal(await store.streamVersion(stream), 43);
     } finally {
       await store.close();
     }
