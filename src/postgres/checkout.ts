@@ -102,8 +102,8 @@ export class KeptClients {
  * client that sends statement after statement, makes the young generation's collections slow (much of
  * each statement's garbage survives them): in a process doing nothing else, 3,000 reads of 100 rows
  * on one checked-out client spent 408 to 436 ms in scavenges that way and 66 to 73 ms this way
- * (`pool.query`, which uses the callback form, 84 to 93 ms). In a process with a larger heap the two
- * forms read alike; this one is never the slower.
+ * (`pool.query`, which uses the callback form, 84 to 93 ms). In the bench's process, with a larger
+ * heap, the two forms read alike (docs/postgres.md, "The connection between statements").
  */
 export function sendQuery<R extends unknown[]>(
   client: PoolClient,
