@@ -3,7 +3,7 @@ import type { ExpectedVersion } from '../core/expectedVersion.js';
 import { MicrotaskPump } from '../core/microtaskPump.js';
 import type { PreparedEvent } from '../core/validation.js';
 import { int4Array, textArray, uuidArray } from './binaryArrays.js';
-import { sendQuery, type KeptClients } from './checkout.js';
+import type { KeptClients } from './checkout.js';
 import { isConnectionFault } from './connectionFaults.js';
 import { statementName } from './schemaName.js';
 
@@ -190,52 +190,46 @@ export class AppendBatcher {
   /** One event appended alone: `append_event`, scalar parameters and one text result (see migrations.ts). */
   private async runEvent(p: Pending): Promise<BatchOutcome> {
     const e = p.events[0]!;
-    const r = await this.options.clients.run((c) =>
-      sendQuery<{ r: string }>(c, {
-        name: this.names.event,
-        text: this.texts.event,
-        values: [p.stream, String(p.expected), e.id, e.type, e.dataJson, e.metadataJson],
-      }),
-    );
+    const r = await this.options.clients.query<{ r: string }>({
+      name: this.names.event,
+      text: this.texts.event,
+      values: [p.stream, String(p.expected), e.id, e.type, e.dataJson, e.metadataJson],
+    });
     return eventOutcome(r.rows[0]?.r);
   }
 
   /** One append of several events alone: `append_one`, a shorter function than the group's (see migrations.ts). */
   private runOne(p: Pending): Promise<QueryResult<OutcomeRow>> {
-    return this.options.clients.run((c) =>
-      sendQuery<OutcomeRow>(c, {
-        name: this.names.one,
-        text: this.texts.one,
-        values: [
-          p.stream,
-          String(p.expected),
-          uuidArray(p.events.map((e) => e.id)),
-          textArray(p.events.map((e) => e.type)),
-          textArray(p.events.map((e) => e.dataJson)),
-          textArray(p.events.map((e) => e.metadataJson)),
-        ],
-      }),
-    );
+    return this.options.clients.query<OutcomeRow>({
+      name: this.names.one,
+      text: this.texts.one,
+      values: [
+        p.stream,
+        String(p.expected),
+        uuidArray(p.events.map((e) => e.id)),
+        textArray(p.events.map((e) => e.type)),
+        textArray(p.events.map((e) => e.dataJson)),
+        textArray(p.events.map((e) => e.metadataJson)),
+      ],
+    });
   }
 
   private runGroup(batch: readonly Pending[]): Promise<QueryResult<OutcomeRow>> {
     const events = batch.flatMap((p) => p.events);
-    return this.options.clients.run((c) =>
-      sendQuery<OutcomeRow>(c, {
-        name: this.names.group,
-        text: this.texts.group,
-        // Binary arrays: no quoting of the JSON texts on either side (see binaryArrays.ts).
-        values: [
-          textArray(batch.map((p) => p.stream)),
-          textArray(batch.map((p) => String(p.expected))),
-          int4Array(batch.map((p) => p.events.length)),
-          uuidArray(events.map((e) => e.id)),
-          textArray(events.map((e) => e.type)),
-          textArray(events.map((e) => e.dataJson)),
-          textArray(events.map((e) => e.metadataJson)),
-        ],
-      }),
-    );
+    return this.options.clients.query<OutcomeRow>({
+      name: this.names.group,
+      text: this.texts.group,
+      // Binary arrays: no quoting of the JSON texts on either side (see binaryArrays.ts).
+      values: [
+        textArray(batch.map((p) => p.stream)),
+        textArray(batch.map((p) => String(p.expected))),
+        int4Array(batch.map((p) => p.events.length)),
+        uuidArray(events.map((e) => e.id)),
+        textArray(events.map((e) => e.type)),
+        textArray(events.map((e) => e.dataJson)),
+        textArray(events.map((e) => e.metadataJson)),
+      ],
+    });
   }
 }
 

@@ -65,6 +65,13 @@ export function guardPool(pool: Pool): void {
  * in a loop (each statement sent as the one before resolves, before the event loop turns) checks a
  * connection out once instead of once per statement, with the pool's idle timer set and cleared each
  * time. A client whose statement failed is destroyed, as `pool.query` does.
+ *
+ * Statements go through pg's callback form. Its promise form (8.23), on a client that sends statement
+ * after statement, makes the young generation's collections slow (much of each statement's garbage
+ * survives them): in a process doing nothing else, 3,000 reads of 100 rows on one checked-out client
+ * spent 408 to 436 ms in scavenges that way and 66 to 73 ms this way (`pool.query`, which uses the
+ * callback form, 84 to 93 ms). In the bench's process, with a larger heap, the two forms read alike
+ * (docs/postgres.md, "The connection between statements").
  */
 export class KeptClients {
   private readonly kept: CheckedOutClient[] = [];
@@ -72,12 +79,17 @@ export class KeptClients {
 
   constructor(private readonly pool: Pool) {}
 
-  /** Runs one statement (`statement` sends it on the client it is given). */
-  async run<T>(statement: (client: PoolClient) => Promise<T>): Promise<T> {
+  query<R extends unknown[]>(config: QueryArrayConfig): Promise<QueryArrayResult<R>>;
+  query<R extends QueryResultRow>(config: QueryConfig): Promise<QueryResult<R>>;
+  async query(config: QueryConfig): Promise<QueryResult> {
     const c = this.kept.pop() ?? (await checkout(this.pool));
-    let r: T;
+    let r: QueryResult;
     try {
-      r = await statement(c.client);
+      r = await new Promise<QueryResult>((resolve, reject) => {
+        c.client.query(config, (err: Error | null, result: QueryResult) =>
+          err ? reject(err) : resolve(result),
+        );
+      });
     } catch (err) {
       c.release(err instanceof Error ? err : true);
       throw err;
@@ -95,26 +107,4 @@ export class KeptClients {
     this.releaseScheduled = false;
     for (const c of this.kept.splice(0)) c.release();
   };
-}
-
-/**
- * `client.query(config)` through pg's callback form, as a promise. pg's promise form (8.23), on a
- * client that sends statement after statement, makes the young generation's collections slow (much of
- * each statement's garbage survives them): in a process doing nothing else, 3,000 reads of 100 rows
- * on one checked-out client spent 408 to 436 ms in scavenges that way and 66 to 73 ms this way
- * (`pool.query`, which uses the callback form, 84 to 93 ms). In the bench's process, with a larger
- * heap, the two forms read alike (docs/postgres.md, "The connection between statements").
- */
-export function sendQuery<R extends unknown[]>(
-  client: PoolClient,
-  config: QueryArrayConfig,
-): Promise<QueryArrayResult<R>>;
-export function sendQuery<R extends QueryResultRow>(
-  client: PoolClient,
-  config: QueryConfig,
-): Promise<QueryResult<R>>;
-export function sendQuery(client: PoolClient, config: QueryConfig): Promise<QueryResult> {
-  return new Promise((resolve, reject) => {
-    client.query(config, (err: Error | null, result: QueryResult) => (err ? reject(err) : resolve(result)));
-  });
 }

@@ -43,7 +43,7 @@ import { AppendBatcher } from './appendBatcher.js';
 import { appendEvents } from './appendEvents.js';
 import { AppendNotifier } from './appendNotifier.js';
 import { RETRY_OPTION_KEYS, withReconnect, type RetryOptions } from './connectionFaults.js';
-import { guardPool, KeptClients, sendQuery } from './checkout.js';
+import { guardPool, KeptClients } from './checkout.js';
 import {
   EVENT_TUPLE_COLUMNS,
   filterSql,
@@ -653,7 +653,7 @@ export class PostgresEventStore implements EventStore {
     maxBytes?: number,
   ): Promise<RecordedEvent[]> {
     const r = await withReconnect(
-      () => this.clients.run((c) => sendQuery<PostgresEventTuple>(c, { ...query, values, rowMode: 'array' })),
+      () => this.clients.query<PostgresEventTuple>({ ...query, values, rowMode: 'array' }),
       this.retry,
       this.countFault,
     );
