@@ -11,6 +11,7 @@ import {
   SUBSCRIBE_OPTION_KEYS,
   type FailureInfo,
   type ParkInfo,
+  type ParkResult,
   type SubscribeOptions,
   type Subscription,
   type SubscriptionMessage,
@@ -18,11 +19,11 @@ import {
 import { SUBSCRIBE_BOUNDS } from '../core/limits.js';
 import { boundedInt, validateConsumerName, validatePosition } from '../core/validation.js';
 import type { ConsumerMonitors } from '../core/consumerMonitors.js';
-import type { ClientMessage, ServerMessage, SubscribeRequest } from '../core/protocol.js';
+import type { ClientMessage, OkMessage, ServerMessage, SubscribeRequest } from '../core/protocol.js';
 import type { UpcastEvents } from '../core/upcasters.js';
 import { errorFromWire } from './errorFromWire.js';
 
-type Pending = { resolve: () => void; reject: (err: Error) => void };
+type Pending = { resolve: (reply: OkMessage) => void; reject: (err: Error) => void };
 /** A request as built here; `request` adds its `req`. */
 type WithoutReq<T> = T extends unknown ? Omit<T, 'req'> : never;
 
@@ -194,20 +195,23 @@ export class RemoteSubscription implements Subscription {
     // first): the server reads and sends it while this side waits for the ack's reply, which saves a
     // round trip per batch. Otherwise the iterator asks when it is called, as before.
     if (position >= this.lastDelivered) this.askForMore();
-    return acked;
+    await acked;
   }
 
-  async park(position: number, info: ParkInfo): Promise<void> {
+  async park(position: number, info: ParkInfo): Promise<ParkResult> {
     validatePosition(position, 'position');
-    return this.request({ type: 'park', sub: SUB, position, info: wireInfo(info) as ParkInfo });
+    const reply = await this.request({ type: 'park', sub: SUB, position, info: wireInfo(info) as ParkInfo });
+    // A server without `parkedThrough` in its reply: the events this side has been sent by now are
+    // all it can have delivered before the park.
+    return { parkedThrough: reply.parkedThrough ?? Math.max(position, this.lastDelivered) };
   }
 
   async outage(active: boolean): Promise<void> {
-    return this.request({ type: 'outage', sub: SUB, active });
+    await this.request({ type: 'outage', sub: SUB, active });
   }
 
   async fail(info: FailureInfo): Promise<void> {
-    return this.request({ type: 'fail', sub: SUB, info: wireInfo(info) as FailureInfo });
+    await this.request({ type: 'fail', sub: SUB, info: wireInfo(info) as FailureInfo });
   }
 
   report(monitors: ConsumerMonitors): void {
@@ -263,13 +267,13 @@ export class RemoteSubscription implements Subscription {
     this.socket.send(JSON.stringify({ type: 'more', sub: SUB, messages: 1 } satisfies ClientMessage));
   }
 
-  private request(msg: WithoutReq<ClientMessage>): Promise<void> {
+  private request(msg: WithoutReq<ClientMessage>): Promise<OkMessage> {
     if (this.closing && msg.type !== 'unsubscribe') return Promise.reject(new ClosedError('subscription'));
     if (this.ended || this.socket.readyState !== WebSocket.OPEN) {
       return Promise.reject(this.endError ?? new ClosedError('subscription'));
     }
     const req = this.nextReq++;
-    return new Promise<void>((resolve, reject) => {
+    return new Promise<OkMessage>((resolve, reject) => {
       this.pending.set(req, { resolve, reject });
       this.socket.send(JSON.stringify({ ...msg, req }));
     });
@@ -303,7 +307,7 @@ export class RemoteSubscription implements Subscription {
         this.push({ kind: 'paused', pause: msg.pause });
         return;
       case 'ok':
-        if (typeof msg.req === 'number') this.settle(msg.req, null);
+        if (typeof msg.req === 'number') this.settle(msg.req, msg);
         return;
       case 'error': {
         const err = errorFromWire(msg.error);
@@ -340,12 +344,12 @@ export class RemoteSubscription implements Subscription {
     this.finish(lost);
   }
 
-  private settle(req: number, err: Error | null): void {
+  private settle(req: number, outcome: OkMessage | Error): void {
     const p = this.pending.get(req);
     if (!p) return;
     this.pending.delete(req);
-    if (err) p.reject(err);
-    else p.resolve();
+    if (outcome instanceof Error) p.reject(outcome);
+    else p.resolve(outcome);
   }
 
   private push(m: SubscriptionMessage): void {

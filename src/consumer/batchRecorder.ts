@@ -51,6 +51,7 @@ export function addTally(into: BatchTally, more: BatchTally): void {
 
 export interface Park {
   position: number;
+  stream: string;
   info: ParkInfo;
 }
 
@@ -96,6 +97,7 @@ export class BatchRecorder {
   deadLetter(e: RecordedEvent, error: Error, attempts: number, redrive: RedrivePolicy | null): void {
     this.parks.push({
       position: e.position,
+      stream: e.stream,
       info: {
         reason: `handler failed after ${attempts} attempt(s)`,
         error: errorInfo(error),

@@ -1,7 +1,7 @@
 import type { TargetTransaction } from '../core/consumerTarget.js';
 import type { RecordedEvent } from '../core/event.js';
 import { matchesFilter } from '../core/filter.js';
-import type { ParkInfo } from '../core/subscription.js';
+import type { ParkInfo, ParkResult } from '../core/subscription.js';
 import { backoffDelay } from '../core/backoff.js';
 import { BatchPlan, keysOf, planGap } from './batchPlan.js';
 import { BatchRecorder, type BatchTally } from './batchRecorder.js';
@@ -14,7 +14,13 @@ export interface BatchDeps<Tx> {
   options: ResolvedOptions<Tx>;
   epoch: number;
   /** Dead-letters a delivered event (before the commit, so a crash can never skip it). */
-  park(position: number, info: ParkInfo): Promise<void>;
+  park(position: number, info: ParkInfo): Promise<ParkResult>;
+  /**
+   * Stream -> the last of its delivered events that a park of this subscription parked behind a dead
+   * letter (`ParkResult.parkedThrough`), kept by the runtime across batches: such an event reaching a
+   * later batch (it was delivered before the park) is not handled. The batch's parks add to it.
+   */
+  parkedThrough?: Map<string, number>;
   /** The delivery span's traceparent: the handler and commit spans are its children. */
   traceparent?: string | undefined;
   /** Under `gaps: 'wait'`: true while an event with a version gap is to be held, not recovered yet. */
@@ -161,7 +167,7 @@ export class BatchTransaction<Tx> {
     const detector = this.deps.outage ?? null;
     for (let i = 0; i < plan.fresh.length; i++) {
       const e = plan.fresh[i]!;
-      if (record.parkedBehind.has(e.stream)) {
+      if (record.parkedBehind.has(e.stream) || this.parkedEarlier(e)) {
         // Not handled: parking the blocker parks the stream's later delivered events behind it.
         tally.parked++;
         continue;
@@ -255,7 +261,12 @@ export class BatchTransaction<Tx> {
       position: Math.max(plan.checkpoint, ackPosition ?? 0),
       epoch: this.deps.epoch,
     });
-    for (const p of record.parks) await this.deps.park(p.position, p.info);
+    for (const p of record.parks) {
+      const { parkedThrough } = await this.deps.park(p.position, p.info);
+      const through = this.deps.parkedThrough;
+      if (through && parkedThrough > (through.get(p.stream) ?? p.position))
+        through.set(p.stream, parkedThrough);
+    }
     await this.deps.prune?.(this.t);
     if (!outage) for (const l of lettered) detector?.deadLettered(l.event.stream);
     tally.transactions = 1;
@@ -269,6 +280,16 @@ export class BatchTransaction<Tx> {
       parkedBehind: record.parkedBehind,
       held,
     };
+  }
+
+  /**
+   * A fresh event that a park in an earlier batch parked behind its stream's dead letter (it had been
+   * delivered already, and waited in the runtime). A redelivered event is a dead letter's retry: handled.
+   */
+  private parkedEarlier(e: RecordedEvent): boolean {
+    if (this.redelivery) return false;
+    const through = this.deps.parkedThrough?.get(e.stream);
+    return through !== undefined && e.position <= through;
   }
 
   /** Counts an event as handled: its ledger keys and entity version are written with the batch. */

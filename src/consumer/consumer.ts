@@ -100,6 +100,12 @@ class ConsumerRuntime<Tx> implements Consumer {
   private held: RecordedEvent[] = [];
   /** When each entity held for a version gap was first held. */
   private heldSince = new Map<string, number>();
+  /**
+   * Per subscription, stream -> the last delivered event that a park parked behind the stream's dead
+   * letter (see `BatchDeps.parkedThrough`): a later batch may still hold such events (read ahead into
+   * the batcher, or held), and must not handle them.
+   */
+  private readonly parkedThrough = new Map<string, number>();
   /** The position the runtime would have acknowledged but for the held events, and a caught-up marker seen meanwhile. */
   private withheld: { ack: number; caughtUp: number } = { ack: 0, caughtUp: -1 };
   /** Tells an outage from poison, when `onError.outage` is on. */
@@ -251,6 +257,7 @@ class ConsumerRuntime<Tx> implements Consumer {
     // A new subscription delivers again whatever was held; held failures are tried afresh.
     this.held = [];
     this.heldSince.clear();
+    this.parkedThrough.clear();
     this.detector?.reset();
     this.withheld = { ack: 0, caughtUp: -1 };
     let pending: Promise<Work> | null = null;
@@ -280,6 +287,10 @@ class ConsumerRuntime<Tx> implements Consumer {
       }
       const events = this.withHeld(work.events);
       if (events.length === 0) continue;
+      // Fresh events come in position order: none at or below a stream's parked position is still to come.
+      if (!work.redelivery)
+        for (const [stream, through] of this.parkedThrough)
+          if (through < events[0]!.position) this.parkedThrough.delete(stream);
       // A shred being followed finishes first: its transactions and a batch's never interleave.
       await this.shreds.idle();
       const batch = this.gatedEvents(run, sub, events, work.redelivery);
@@ -502,6 +513,7 @@ class ConsumerRuntime<Tx> implements Consumer {
         options,
         epoch: sub.epoch,
         park: (position, info) => sub.park(position, info),
+        parkedThrough: this.parkedThrough,
         traceparent,
         outage: options === this.o ? this.detector : null,
         heldFrom: this.held.reduce((min, e) => Math.min(min, e.position), Infinity),

@@ -168,6 +168,8 @@ export interface OkMessage {
   type: 'ok';
   req: RequestId;
   sub?: string;
+  /** The reply to a `park`: see `ParkResult.parkedThrough`. */
+  parkedThrough?: number;
 }
 
 /**

@@ -118,6 +118,18 @@ export interface FailureInfo {
   event?: Pick<RecordedEvent, 'id' | 'stream' | 'version' | 'position' | 'type'>;
 }
 
+/** What `Subscription.park` did besides recording the dead letter. */
+export interface ParkResult {
+  /**
+   * The later events of the stream that were delivered and not acknowledged when the park was
+   * applied, after the parked position up to this one, are parked behind it too (the parked position
+   * itself when there were none). Events of the stream after it were not delivered then: they are
+   * parked before delivery while the stream stays blocked, or delivered as usual once an operator
+   * has retried or skipped its dead letters.
+   */
+  parkedThrough: number;
+}
+
 export const FAILURE_INFO_KEYS = { error: true, event: true } as const satisfies KnownKeys<FailureInfo>;
 
 /**
@@ -137,8 +149,12 @@ export interface Subscription extends AsyncIterable<SubscriptionMessage> {
    * letters at or below it). A position beyond what was delivered is `invalid_input`; a lost lease is `fenced`.
    */
   ack(position: number): Promise<void>;
-  /** Dead-letters a delivered event: recorded with the error, and later events of its stream park behind it. */
-  park(position: number, info: ParkInfo): Promise<void>;
+  /**
+   * Dead-letters a delivered event: recorded with the error, and later events of its stream park
+   * behind it, including those already delivered and not acknowledged. The result says which of those
+   * were: a caller that holds them must not handle them (they come back with the dead letter's retry).
+   */
+  park(position: number, info: ParkInfo): Promise<ParkResult>;
   /** Marks the consumer `failed` with the error and releases the lease; the cursor stays where it is. */
   fail(info: FailureInfo): Promise<void>;
   /**

@@ -3,7 +3,13 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { IdemError, InvalidInputError } from '../core/errors.js';
 import type { RecordedEvent } from '../core/event.js';
 import { matchesFilter, type EventFilter } from '../core/filter.js';
-import type { FailureInfo, ParkInfo, Subscription, SubscriptionMessage } from '../core/subscription.js';
+import type {
+  FailureInfo,
+  ParkInfo,
+  ParkResult,
+  Subscription,
+  SubscriptionMessage,
+} from '../core/subscription.js';
 import { eventOf, readDelivery, type Delivery } from './deliveredMessage.js';
 
 /** Delivery figures the source keeps across its subscriptions (shown in the consumer's metrics). */
@@ -262,7 +268,7 @@ export class JetStreamSubscription implements Subscription {
     return Promise.resolve();
   }
 
-  park(_position: number, _info: ParkInfo): Promise<void> {
+  park(_position: number, _info: ParkInfo): Promise<ParkResult> {
     return Promise.reject(
       new InvalidInputError(
         'onError.then',

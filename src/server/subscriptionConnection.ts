@@ -8,7 +8,7 @@ import type { WebSocket, RawData } from 'ws';
 import { IdemError, InvalidInputError } from '../core/errors.js';
 import type { EventStore } from '../core/eventStore.js';
 import { normalizeFilter } from '../core/filter.js';
-import type { SubscribeOptions, Subscription } from '../core/subscription.js';
+import type { ParkResult, SubscribeOptions, Subscription } from '../core/subscription.js';
 import { validateFailureInfo } from '../core/parkInfo.js';
 import { errorFor, requireFilterWithin, requireScope } from './access.js';
 import { toIdemError, wireError } from './httpErrors.js';
@@ -180,6 +180,7 @@ export class SubscriptionConnection {
         });
         return;
       case 'park':
+        // The reply says which delivered events of the stream were parked behind it (`parkedThrough`).
         this.onSub(msg.sub, msg.req, (s) => s.park(msg.position, msg.info));
         return;
       case 'outage':
@@ -341,7 +342,11 @@ export class SubscriptionConnection {
   }
 
   /** Runs `op` on an established subscription after the operations queued before it, then replies. */
-  private onSub(sub: string, req: RequestId, op: (s: Subscription, a: ActiveSub) => Promise<void>): void {
+  private onSub(
+    sub: string,
+    req: RequestId,
+    op: (s: Subscription, a: ActiveSub) => Promise<ParkResult | void>,
+  ): void {
     const a = this.subs.get(sub);
     if (!a) {
       this.sendError(new InvalidInputError('sub', `no subscription "${sub}" on this connection`), req, sub);
@@ -349,11 +354,11 @@ export class SubscriptionConnection {
     }
     const run = a.chain.then(async () => {
       if (!a.subscription) throw new InvalidInputError('sub', `subscription "${sub}" is not established`);
-      await op(a.subscription, a);
+      return op(a.subscription, a);
     });
     a.chain = run.catch(() => undefined);
     run.then(
-      () => this.reply(req, sub),
+      (result) => this.reply(req, sub, result),
       (err: unknown) => this.sendError(err, req, sub),
     );
   }
@@ -401,8 +406,10 @@ export class SubscriptionConnection {
     this.resolveDone();
   }
 
-  private reply(req: RequestId, sub: string): void {
-    this.send({ type: 'ok', req, sub });
+  private reply(req: RequestId, sub: string, result?: ParkResult | void): void {
+    this.send(
+      result ? { type: 'ok', req, sub, parkedThrough: result.parkedThrough } : { type: 'ok', req, sub },
+    );
   }
 
   private sendError(err: unknown, req: RequestId | undefined, sub: string | undefined): void {

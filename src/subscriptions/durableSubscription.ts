@@ -4,6 +4,7 @@ import type {
   ConsumerPause,
   FailureInfo,
   ParkInfo,
+  ParkResult,
   Subscription,
   SubscriptionMessage,
 } from '../core/subscription.js';
@@ -204,11 +205,11 @@ export class DurableSubscription implements Subscription {
     });
   }
 
-  async park(position: number, info: ParkInfo): Promise<void> {
+  async park(position: number, info: ParkInfo): Promise<ParkResult> {
     validatePosition(position, 'position');
     const parkInfo = validateParkInfo(info);
     this.assertUsable();
-    await this.locked(async () => {
+    return this.locked(async () => {
       this.assertUsable();
       const again = [...this.redelivered.values()].find((e) => e.position === position);
       const event = again ?? this.outstanding.find((e) => e.position === position);
@@ -230,12 +231,16 @@ export class DurableSubscription implements Subscription {
           if (e.stream === event.stream && e.position >= position) this.redelivered.delete(id);
         }
       }
-      // Later events of the stream already delivered in this or an earlier batch wait behind it too.
+      // Later events of the stream already delivered in this or an earlier batch wait behind it too
+      // (unless an operator has released the stream meanwhile: then none of the rest is parked).
+      let parkedThrough = position;
       for (const e of this.outstanding) {
         if (e.stream !== event.stream || e.position <= position) continue;
-        await this.parkBehind(e);
+        if (!(await this.parkBehind(e))) break;
+        parkedThrough = e.position;
       }
       this.wake.notify();
+      return { parkedThrough };
     });
   }
 

@@ -265,6 +265,39 @@ describe('WebSocket /v1/subscribe', () => {
       }
     }));
 
+  it("park's ok says through which position the stream's delivered events were parked behind it", () =>
+    withServer({}, async ({ url, store }) => {
+      const cat = randomCategory();
+      const name = randomConsumer();
+      // Positions: a 1, a 2, b 3, a 4.
+      await appendMany(store, `${cat}-a`, 2);
+      await appendMany(store, `${cat}-b`, 1);
+      await appendMany(store, `${cat}-a`, 1);
+      const peer = await WsPeer.open(url);
+      try {
+        peer.send({ type: 'subscribe', sub: 's', consumer: name, filter: { categories: [cat] }, req: 1 });
+        await peer.waitFor(isType('caught_up', 's'), 'caught_up');
+        assert.equal(peer.events('s').length, 4);
+        peer.send({ type: 'park', sub: 's', position: 1, info: { reason: 'bad' }, req: 2 });
+        assert.deepEqual(await peer.reply(2), { type: 'ok', req: 2, sub: 's', parkedThrough: 4 });
+        // Nothing of b's stream was delivered after it: the parked position itself.
+        peer.send({ type: 'park', sub: 's', position: 3, info: { reason: 'bad' }, req: 3 });
+        assert.deepEqual(await peer.reply(3), { type: 'ok', req: 3, sub: 's', parkedThrough: 3 });
+        const letters = await store.deadLetters.list(name);
+        assert.deepEqual(
+          letters.map((l) => [l.event.position, l.behind === null ? 'failed' : 'behind']),
+          [
+            [1, 'failed'],
+            [2, 'behind'],
+            [3, 'failed'],
+            [4, 'behind'],
+          ],
+        );
+      } finally {
+        await peer.close();
+      }
+    }));
+
   it('unsubscribe and fail both answer closed, then ok; a refused fail leaves the subscription running', () =>
     withServer({}, async ({ url, store }) => {
       const cat = randomCategory();

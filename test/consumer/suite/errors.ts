@@ -248,6 +248,45 @@ export function describeErrorsAndGaps<Tx>(label: string, make: MakeTargetFixture
         assert.equal(c.metrics().parkedEntities, 0);
       }));
 
+    it("a dead-lettered entity's later events already delivered for the next batch wait behind it too", () =>
+      withHarness(make, async (h) => {
+        const bad = randomStream('invoice');
+        const good = randomStream('invoice');
+        // Positions: bad 1, good 1, bad 2 | good 2, bad 3, good 3. Pages of 3 and batches of at most 4
+        // events: the second page is delivered while the first batch runs, and waits for the next batch.
+        const expected = await h.appendAmounts([bad, good], 3);
+        let broken = true;
+        const applied: number[] = [];
+        const c = h.consumer({
+          batch: { size: 3, catchUpSize: 4 },
+          onError: { attempts: 1, then: 'dead-letter', outage: false },
+          handle: async (e, ctx) => {
+            if (e.stream === bad && broken && e.version === 1) throw new Error('invoice 1 is malformed');
+            if (e.stream === bad) applied.push(e.version);
+            await h.addAmount(e, ctx);
+          },
+        });
+        await c.start();
+        await c.whenCaughtUp();
+        assert.deepEqual(applied, [], 'nothing of the broken entity is applied behind its dead letter');
+        assert.equal((await h.totals()).get(bad), undefined);
+        assert.equal((await h.totals()).get(good), expected.get(good));
+        assert.deepEqual(
+          (await h.store.deadLetters.list(h.name)).map((l) => l.event.version),
+          [1, 2, 3],
+        );
+        const m = c.metrics();
+        assert.equal(m.deadLetters, 1);
+        assert.equal(m.parked, 3, 'the dead letter and the two events parked behind it');
+        broken = false;
+        assert.equal(await h.store.deadLetters.retry(h.name, { stream: bad }), 3);
+        await until(async () => (await h.store.deadLetters.list(h.name)).length === 0, {
+          message: 'dead letters resolved',
+        });
+        assert.deepEqual(applied, [1, 2, 3], 'the retry applies the entity once, in order');
+        assert.deepEqual(await h.totals(), expected);
+      }));
+
     it("gaps: 'recover' reads the missing versions from the store and applies them in order; other entities flow", () =>
       withHarness(make, async (h) => {
         const gappy = randomStream('invoice');

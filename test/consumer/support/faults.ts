@@ -4,6 +4,7 @@ import type { EventStore } from '../../../src/core/eventStore.js';
 import type {
   FailureInfo,
   ParkInfo,
+  ParkResult,
   SubscribeOptions,
   Subscription,
   SubscriptionMessage,
@@ -63,7 +64,7 @@ class FaultySubscription implements Subscription {
     }
     return this.inner.ack(position);
   }
-  park(position: number, info: ParkInfo): Promise<void> {
+  park(position: number, info: ParkInfo): Promise<ParkResult> {
     return this.inner.park(position, info);
   }
   outage(active: boolean): Promise<void> {

@@ -34,7 +34,12 @@ export function parkingTests(makeStore: MakeStore): void {
           const first = (await nextEvents(it)).events[0]!;
           assert.equal(first.stream, a);
           const error = new TypeError('no such invoice');
-          await sub.park(first.position, { reason: 'handler failed after 3 attempts', error, attempts: 3 });
+          const parked = await sub.park(first.position, {
+            reason: 'handler failed after 3 attempts',
+            error,
+            attempts: 3,
+          });
+          assert.deepEqual(parked, { parkedThrough: first.position }, 'nothing later was delivered yet');
           await sub.ack(first.position);
           const delivered: number[] = [];
           for (;;) {
@@ -66,6 +71,35 @@ export function parkingTests(makeStore: MakeStore): void {
           assert.equal(head.event.stream, a);
           assert.ok(letters.every((l) => l.event.stream === a && l.consumer === name));
           assert.ok(!letters.some((l) => l.event.stream === b));
+        } finally {
+          await sub.close();
+        }
+      }));
+
+    it("parks the entity's later events delivered already, and says through which position", () =>
+      withStore(makeStore, async (store) => {
+        await twoEntities(store);
+        const name = randomConsumer();
+        const sub = await store.subscribe(name, { batchSize: 10 });
+        const it = sub[Symbol.asyncIterator]();
+        try {
+          const delivered = (await nextEvents(it)).events.map((e) => e.position);
+          assert.deepEqual(delivered, [1, 2, 3, 4, 5, 6]);
+          assert.deepEqual(await sub.park(1, { reason: 'a is broken' }), { parkedThrough: 5 });
+          assert.deepEqual(await sub.park(4, { reason: 'b is broken' }), { parkedThrough: 6 });
+          const letters = await store.deadLetters.list(name);
+          assert.deepEqual(
+            letters.map((l) => [l.event.position, l.behind === null]),
+            [
+              [1, true],
+              [3, false],
+              [4, true],
+              [5, false],
+              [6, false],
+            ],
+          );
+          await sub.ack(6);
+          assert.equal((await store.consumers.get(name)).position, 6);
         } finally {
           await sub.close();
         }
