@@ -530,13 +530,17 @@ export class PostgresSubscriptionState implements SubscriptionStateBackend {
   }
 
   async redriveDue(name: string): Promise<number> {
+    // The due streams are looked up once (an ARRAY sub-select runs as an init plan). Written as
+    // `stream IN (SELECT ...)`, a planner without statistics for a table that has just grown (a
+    // catch-up parking thousands of events) joins each parked row to a scan of all of them.
     const rows = await this.query(
       `UPDATE ${this.d}
           SET status = 'retrying',
               redrives = redrives + (redrive_at IS NOT NULL AND redrive_at <= now())::int,
               redrive_at = CASE WHEN redrive_at <= now() THEN NULL ELSE redrive_at END
-        WHERE consumer = $1 AND status = 'parked' AND stream IN (
-          SELECT stream FROM ${this.d} WHERE consumer = $1 AND redrive_at <= now() AND status = 'parked')
+        WHERE consumer = $1 AND status = 'parked' AND stream = ANY(ARRAY(
+          SELECT DISTINCT stream FROM ${this.d}
+           WHERE consumer = $1 AND redrive_at IS NOT NULL AND redrive_at <= now() AND status = 'parked'))
         RETURNING 1`,
       [name],
     );
