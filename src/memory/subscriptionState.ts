@@ -2,24 +2,26 @@ import type { RecordedEvent } from '../core/event.js';
 import { sameFilter, type EventFilter } from '../core/filter.js';
 import { redriveDelayMs } from '../core/parkInfo.js';
 import type { DeadLetterStatus, FailureInfo, PauseReason } from '../core/subscription.js';
-import type {
-  AckResult,
-  AcquireResult,
-  AdminResult,
-  BackendSelector,
-  ConsumerRecord,
-  DeadLetterRecord,
-  DeadLetterStreamQuery,
-  Fenced,
-  ForceReleaseResult,
-  ParkRequest,
-  NewPause,
-  ParkResult,
-  PauseResult,
-  RegisterResult,
-  RenewResult,
-  SubscriptionStateBackend,
-  WriteResult,
+import {
+  behindReason,
+  type AckResult,
+  type AcquireResult,
+  type AdminResult,
+  type BackendSelector,
+  type ConsumerRecord,
+  type DeadLetterRecord,
+  type DeadLetterStreamQuery,
+  type Fenced,
+  type ForceReleaseResult,
+  type NewPause,
+  type ParkBehindResult,
+  type ParkRequest,
+  type ParkResult,
+  type PauseResult,
+  type RegisterResult,
+  type RenewResult,
+  type SubscriptionStateBackend,
+  type WriteResult,
 } from '../subscriptions/stateBackend.js';
 
 type Row = Omit<ConsumerRecord, 'parked'>;
@@ -129,18 +131,6 @@ export class MemorySubscriptionState implements SubscriptionStateBackend {
     const earlier = sameStream.filter((l) => l.event.position < event.position && l.event.id !== event.id);
     earlier.sort((a, b) => a.event.position - b.event.position);
     const existing = letters.get(event.id);
-    if (request.mode === 'behind') {
-      if (existing && isActive(existing.status))
-        return ok({ ok: true, parked: true, record: clone(existing) });
-      const first = earlier[0];
-      if (!first) return ok({ ok: true, parked: false, record: null });
-      const status: DeadLetterStatus = sameStream.some((l) => l.status === 'retrying')
-        ? 'retrying'
-        : 'parked';
-      const record = this.newRecord(name, event, request, status, first.event.id);
-      letters.set(event.id, record);
-      return ok({ ok: true, parked: true, record: clone(record) });
-    }
     const behind = earlier[0]?.event.id ?? null;
     const redrives = existing?.redrives ?? 0;
     const redriveAt =
@@ -168,7 +158,37 @@ export class MemorySubscriptionState implements SubscriptionStateBackend {
       record = { ...this.newRecord(name, event, request, 'parked', behind), redriveAt };
       letters.set(event.id, record);
     }
-    return ok({ ok: true, parked: true, record: clone(record) });
+    return ok({ ok: true, record: clone(record) });
+  }
+
+  parkBehind(name: string, epoch: number, events: readonly RecordedEvent[]): Promise<ParkBehindResult> {
+    const row = this.owned(name, epoch);
+    if ('reason' in row) return ok(row);
+    const letters = this.letters.get(name) ?? new Map<string, DeadLetterRecord>();
+    this.letters.set(name, letters);
+    const released = new Set<string>();
+    const parked = events.map((event) => {
+      if (released.has(event.stream)) return false;
+      const existing = letters.get(event.id);
+      if (existing && isActive(existing.status)) return true;
+      const sameStream = [...letters.values()].filter(
+        (l) => l.event.stream === event.stream && isActive(l.status),
+      );
+      const first = sameStream
+        .filter((l) => l.event.position < event.position)
+        .sort((a, b) => a.event.position - b.event.position)[0];
+      if (!first) {
+        released.add(event.stream);
+        return false;
+      }
+      const status: DeadLetterStatus = sameStream.some((l) => l.status === 'retrying')
+        ? 'retrying'
+        : 'parked';
+      const request = { event, reason: behindReason(event.stream), error: null, attempts: 0, redrive: null };
+      letters.set(event.id, this.newRecord(name, event, request, status, first.event.id));
+      return true;
+    });
+    return ok({ ok: true, parked });
   }
 
   setPause(name: string, pause: NewPause | null, onlyFrom?: PauseReason | null): Promise<PauseResult> {

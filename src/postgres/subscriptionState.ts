@@ -6,25 +6,27 @@ import { isoTime } from '../core/isoTime.js';
 import { redriveDelayMs } from '../core/parkInfo.js';
 import { filterKey, type EventFilter } from '../core/filter.js';
 import type { ConsumerPause, DeadLetterStatus, FailureInfo, PauseReason } from '../core/subscription.js';
-import type {
-  AckResult,
-  AcquireResult,
-  AdminResult,
-  BackendSelector,
-  ConsumerRecord,
-  DeadLetterRecord,
-  DeadLetterStreamQuery,
-  Fenced,
-  ForceReleaseResult,
-  ParkRequest,
-  NewPause,
-  ParkResult,
-  PauseResult,
-  RegisterResult,
-  RenewResult,
-  StoredConsumerStatus,
-  SubscriptionStateBackend,
-  WriteResult,
+import {
+  behindReason,
+  type AckResult,
+  type AcquireResult,
+  type AdminResult,
+  type BackendSelector,
+  type ConsumerRecord,
+  type DeadLetterRecord,
+  type DeadLetterStreamQuery,
+  type Fenced,
+  type ForceReleaseResult,
+  type NewPause,
+  type ParkBehindResult,
+  type ParkRequest,
+  type ParkResult,
+  type PauseResult,
+  type RegisterResult,
+  type RenewResult,
+  type StoredConsumerStatus,
+  type SubscriptionStateBackend,
+  type WriteResult,
 } from '../subscriptions/stateBackend.js';
 import { withReconnect, type RetryOptions } from './connectionFaults.js';
 import { statementName } from './schemaName.js';
@@ -323,29 +325,15 @@ export class PostgresSubscriptionState implements SubscriptionStateBackend {
           [name, event.stream, event.position, event.id],
         )
       )[0];
-      let status: DeadLetterStatus = 'parked';
-      let redriveMs: number | null = null;
-      if (request.mode === 'behind') {
-        if (existing && (existing.status === 'parked' || existing.status === 'retrying')) {
-          return { ok: true, parked: true, record: toRecord(existing) };
-        }
-        if (!first) return { ok: true, parked: false, record: null };
-        const retrying = await q(
-          `SELECT 1 FROM ${this.d} WHERE consumer = $1 AND stream = $2 AND status = 'retrying' LIMIT 1`,
-          [name, event.stream],
-        );
-        if (retrying.length > 0) status = 'retrying';
-      } else {
-        // Later active rows of the stream go (back) to parked, and wait behind this event when it heads the stream.
-        await q(
-          `UPDATE ${this.d} SET status = 'parked', behind = coalesce($4::text, behind)
-           WHERE consumer = $1 AND stream = $2 AND ${ACTIVE} AND position > $3`,
-          [name, event.stream, event.position, first ? null : event.id],
-        );
-        const redrives = existing?.redrives ?? 0;
-        if (request.redrive && redrives < request.redrive.max)
-          redriveMs = redriveDelayMs(request.redrive, redrives);
-      }
+      // Later active rows of the stream go (back) to parked, and wait behind this event when it heads the stream.
+      await q(
+        `UPDATE ${this.d} SET status = 'parked', behind = coalesce($4::text, behind)
+         WHERE consumer = $1 AND stream = $2 AND ${ACTIVE} AND position > $3`,
+        [name, event.stream, event.position, first ? null : event.id],
+      );
+      const redrives = existing?.redrives ?? 0;
+      const redriveMs =
+        request.redrive && redrives < request.redrive.max ? redriveDelayMs(request.redrive, redrives) : null;
       const rows = await q<LetterRow>(
         `INSERT INTO ${this.d} (consumer, event_id, stream, position, event, reason, error, attempts, status, behind, redrive_at)
          VALUES ($1, $2, $3, $4, $5::json, $6, $7::jsonb, $8, $9, $10,
@@ -363,12 +351,78 @@ export class PostgresSubscriptionState implements SubscriptionStateBackend {
           request.reason,
           request.error ? JSON.stringify(request.error) : null,
           request.attempts,
-          status,
+          'parked',
           first?.event_id ?? null,
           redriveMs,
         ],
       );
-      return { ok: true, parked: true, record: toRecord(rows[0]!) };
+      return { ok: true, record: toRecord(rows[0]!) };
+    });
+  }
+
+  /**
+   * Five statements for any number of events: the owner's lock, the events' own active rows, each
+   * stream's earliest active row (and whether one is retrying), one INSERT of the rows to park.
+   */
+  parkBehind(name: string, epoch: number, events: readonly RecordedEvent[]): Promise<ParkBehindResult> {
+    return this.tx(async (q): Promise<ParkBehindResult> => {
+      const owner = await q<{ epoch: string }>(`SELECT epoch FROM ${this.c} WHERE name = $1 FOR UPDATE`, [
+        name,
+      ]);
+      if (!owner[0] || Number(owner[0].epoch) !== epoch) return this.fenced(name);
+      const active = new Set(
+        (
+          await q<{ event_id: string }>(
+            `SELECT event_id FROM ${this.d} WHERE consumer = $1 AND event_id = ANY($2::text[]) AND ${ACTIVE}`,
+            [name, events.map((e) => e.id)],
+          )
+        ).map((r) => r.event_id),
+      );
+      const heads = new Map(
+        (
+          await q<{ stream: string; event_id: string; position: string; retrying: boolean }>(
+            `SELECT DISTINCT ON (stream) stream, event_id, position,
+                    bool_or(status = 'retrying') OVER (PARTITION BY stream) AS retrying
+               FROM ${this.d} WHERE consumer = $1 AND stream = ANY($2::text[]) AND ${ACTIVE}
+              ORDER BY stream, position`,
+            [name, [...new Set(events.map((e) => e.stream))]],
+          )
+        ).map((r) => [r.stream, r]),
+      );
+      const released = new Set<string>();
+      const rows: { event: RecordedEvent; status: DeadLetterStatus; behind: string }[] = [];
+      const parked = events.map((event) => {
+        if (released.has(event.stream)) return false;
+        if (active.has(event.id)) return true;
+        const head = heads.get(event.stream);
+        if (!head || Number(head.position) >= event.position) {
+          released.add(event.stream);
+          return false;
+        }
+        rows.push({ event, status: head.retrying ? 'retrying' : 'parked', behind: head.event_id });
+        return true;
+      });
+      if (rows.length > 0)
+        await q(
+          `INSERT INTO ${this.d} (consumer, event_id, stream, position, event, reason, error, attempts, status, behind, redrive_at)
+           SELECT $1, r.event_id, r.stream, r.position, r.event::json, r.reason, NULL, 0, r.status, r.behind, NULL
+             FROM unnest($2::text[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::text[], $8::text[])
+                  AS r(event_id, stream, position, event, reason, status, behind)
+           ON CONFLICT (consumer, event_id) DO UPDATE SET reason = excluded.reason, error = excluded.error,
+             attempts = excluded.attempts, status = excluded.status, behind = excluded.behind,
+             redrive_at = excluded.redrive_at, skipped_by = NULL, skipped_at = NULL`,
+          [
+            name,
+            rows.map((r) => r.event.id),
+            rows.map((r) => r.event.stream),
+            rows.map((r) => r.event.position),
+            rows.map((r) => JSON.stringify(r.event)),
+            rows.map((r) => behindReason(r.event.stream)),
+            rows.map((r) => r.status),
+            rows.map((r) => r.behind),
+          ],
+        );
+      return { ok: true, parked };
     });
   }
 

@@ -5,25 +5,27 @@ import { redriveDelayMs } from '../core/parkInfo.js';
 import type { RecordedEvent } from '../core/event.js';
 import { filterKey, type EventFilter } from '../core/filter.js';
 import type { ConsumerPause, DeadLetterStatus, FailureInfo, PauseReason } from '../core/subscription.js';
-import type {
-  AckResult,
-  AcquireResult,
-  AdminResult,
-  BackendSelector,
-  ConsumerRecord,
-  DeadLetterRecord,
-  DeadLetterStreamQuery,
-  Fenced,
-  ForceReleaseResult,
-  ParkRequest,
-  NewPause,
-  ParkResult,
-  PauseResult,
-  RegisterResult,
-  RenewResult,
-  StoredConsumerStatus,
-  SubscriptionStateBackend,
-  WriteResult,
+import {
+  behindReason,
+  type AckResult,
+  type AcquireResult,
+  type AdminResult,
+  type BackendSelector,
+  type ConsumerRecord,
+  type DeadLetterRecord,
+  type DeadLetterStreamQuery,
+  type Fenced,
+  type ForceReleaseResult,
+  type NewPause,
+  type ParkBehindResult,
+  type ParkRequest,
+  type ParkResult,
+  type PauseResult,
+  type RegisterResult,
+  type RenewResult,
+  type StoredConsumerStatus,
+  type SubscriptionStateBackend,
+  type WriteResult,
 } from '../subscriptions/stateBackend.js';
 
 interface ConsumerRow {
@@ -196,21 +198,7 @@ export class SqliteSubscriptionState implements SubscriptionStateBackend {
       if (!row || row.epoch !== epoch) return this.fenced(name);
       const { event } = request;
       const existing = this.letter(name, event.id);
-      const first = this.sql(
-        `SELECT event_id FROM idem_dead_letters WHERE consumer = ? AND stream = ? AND ${ACTIVE} AND position < ? AND event_id <> ?
-           ORDER BY position LIMIT 1`,
-      ).get(name, event.stream, event.position, event.id) as { event_id: string } | undefined;
-      if (request.mode === 'behind') {
-        if (existing && (existing.status === 'parked' || existing.status === 'retrying')) {
-          return { ok: true, parked: true, record: toRecord(existing) };
-        }
-        if (!first) return { ok: true, parked: false, record: null };
-        const retrying = this.sql(
-          `SELECT 1 FROM idem_dead_letters WHERE consumer = ? AND stream = ? AND status = 'retrying' LIMIT 1`,
-        ).get(name, event.stream);
-        this.upsert(name, event, request, retrying ? 'retrying' : 'parked', first.event_id);
-        return { ok: true, parked: true, record: toRecord(this.letter(name, event.id)!) };
-      }
+      const first = this.firstActive(name, event);
       this.sql(
         `UPDATE idem_dead_letters SET status = 'parked', behind = coalesce(?, behind)
            WHERE consumer = ? AND stream = ? AND ${ACTIVE} AND position > ?`,
@@ -221,8 +209,47 @@ export class SqliteSubscriptionState implements SubscriptionStateBackend {
           ? this.now() + redriveDelayMs(request.redrive, redrives)
           : null;
       this.upsert(name, event, request, 'parked', first?.event_id ?? null, redriveAt);
-      return { ok: true, parked: true, record: toRecord(this.letter(name, event.id)!) };
+      return { ok: true, record: toRecord(this.letter(name, event.id)!) };
     });
+  }
+
+  parkBehind(name: string, epoch: number, events: readonly RecordedEvent[]): Promise<ParkBehindResult> {
+    return this.write((): ParkBehindResult => {
+      const row = this.row(name);
+      if (!row || row.epoch !== epoch) return this.fenced(name);
+      const released = new Set<string>();
+      const parked = events.map((event) => {
+        if (released.has(event.stream)) return false;
+        const existing = this.letter(name, event.id);
+        if (existing && (existing.status === 'parked' || existing.status === 'retrying')) return true;
+        const first = this.firstActive(name, event);
+        if (!first) {
+          released.add(event.stream);
+          return false;
+        }
+        const retrying = this.sql(
+          `SELECT 1 FROM idem_dead_letters WHERE consumer = ? AND stream = ? AND status = 'retrying' LIMIT 1`,
+        ).get(name, event.stream);
+        const request = {
+          event,
+          reason: behindReason(event.stream),
+          error: null,
+          attempts: 0,
+          redrive: null,
+        };
+        this.upsert(name, event, request, retrying ? 'retrying' : 'parked', first.event_id);
+        return true;
+      });
+      return { ok: true, parked };
+    });
+  }
+
+  /** The earliest active row of `event`'s stream at a lower position than it (not its own). */
+  private firstActive(name: string, event: RecordedEvent): { event_id: string } | undefined {
+    return this.sql(
+      `SELECT event_id FROM idem_dead_letters WHERE consumer = ? AND stream = ? AND ${ACTIVE} AND position < ? AND event_id <> ?
+         ORDER BY position LIMIT 1`,
+    ).get(name, event.stream, event.position, event.id) as { event_id: string } | undefined;
   }
 
   setPause(name: string, pause: NewPause | null, onlyFrom?: PauseReason | null): Promise<PauseResult> {

@@ -217,7 +217,6 @@ export class DurableSubscription implements Subscription {
         throw new InvalidInputError('position', 'must be the position of a delivered, unacknowledged event');
       const result = await this.deps.backend.park(this.consumer, this.epoch, {
         event,
-        mode: 'failed',
         reason: parkInfo.reason,
         error: parkInfo.error ?? null,
         attempts: parkInfo.attempts ?? 1,
@@ -233,12 +232,9 @@ export class DurableSubscription implements Subscription {
       }
       // Later events of the stream already delivered in this or an earlier batch wait behind it too
       // (unless an operator has released the stream meanwhile: then none of the rest is parked).
+      const later = this.outstanding.filter((e) => e.stream === event.stream && e.position > position);
       let parkedThrough = position;
-      for (const e of this.outstanding) {
-        if (e.stream !== event.stream || e.position <= position) continue;
-        if (!(await this.parkBehind(e))) break;
-        parkedThrough = e.position;
-      }
+      for (const e of await this.parkBehind(later)) parkedThrough = Math.max(parkedThrough, e.position);
       this.wake.notify();
       return { parkedThrough };
     });
@@ -512,10 +508,10 @@ export class DurableSubscription implements Subscription {
 
   /** Parks the read events of blocked streams and returns the rest, now counted as delivered. */
   private async sortOut(read: RecordedEvent[]): Promise<RecordedEvent[]> {
-    const deliver: RecordedEvent[] = [];
-    for (const e of read) {
-      if (this.blocked.has(e.stream) && (await this.parkBehind(e))) continue;
-      deliver.push(e);
+    let deliver = read;
+    if (this.blocked.size > 0) {
+      const parked = await this.parkBehind(read.filter((e) => this.blocked.has(e.stream)));
+      if (parked.size > 0) deliver = read.filter((e) => !parked.has(e));
     }
     if (deliver.length > 0) {
       this.outstanding.push(...deliver);
@@ -530,23 +526,24 @@ export class DurableSubscription implements Subscription {
     return deliver;
   }
 
-  /** Parks `e` behind its stream's dead letter; false when the stream is no longer blocked. */
-  private async parkBehind(e: RecordedEvent): Promise<boolean> {
-    const result = await this.deps.backend.park(this.consumer, this.epoch, {
-      event: e,
-      mode: 'behind',
-      reason: `waiting behind an earlier dead-lettered event of stream "${e.stream}"`,
-      error: null,
-      attempts: 0,
-      redrive: null,
-    });
+  /**
+   * Parks `events` behind their streams' dead letters (one backend call) and returns those parked. A
+   * stream found no longer blocked (retried or skipped meanwhile) is unblocked: its events are not.
+   */
+  private async parkBehind(events: readonly RecordedEvent[]): Promise<Set<RecordedEvent>> {
+    const parked = new Set<RecordedEvent>();
+    if (events.length === 0) return parked;
+    const result = await this.deps.backend.parkBehind(this.consumer, this.epoch, events);
     if (!result.ok) throw this.lose(result);
-    if (!result.parked) {
-      this.blocked.delete(e.stream);
-      return false;
-    }
-    this.autoParkedHigh = Math.max(this.autoParkedHigh, e.position);
-    return true;
+    events.forEach((e, i) => {
+      if (!result.parked[i]) {
+        this.blocked.delete(e.stream);
+        return;
+      }
+      parked.add(e);
+      this.autoParkedHigh = Math.max(this.autoParkedHigh, e.position);
+    });
+    return parked;
   }
 
   private async renew(): Promise<void> {

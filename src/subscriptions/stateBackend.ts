@@ -88,22 +88,14 @@ export type WriteResult = { ok: true } | Fenced;
 export type AckResult = { ok: true; position: number; resolved: number } | Fenced;
 
 /**
- * How an event is parked:
- * - `failed`: the consumer gave up on it (`Subscription.park`). Stored `parked` (an existing row of the
- *   same event is updated: reason, error, attempts, status back to `parked`). `behind` = the earliest
- *   other active row of the stream at a lower position, if any. Every active row of the same stream at
- *   a later position becomes `parked` (a `retrying` one goes back), and when this event heads the
- *   stream (no earlier active row) their `behind` becomes this event's id.
- * - `behind`: the engine parks a later event of a stream that already has an active dead letter. Only
- *   when the stream still has an active row at a lower position: then stored with `behind` = that
- *   earliest active row's event id and status `retrying` if any active row of the stream is
- *   `retrying`, else `parked`. Otherwise nothing is written and the result is `parked: false` (the
- *   stream was retried/skipped meanwhile; the engine delivers the event instead). An event that
- *   already has an active row is left as it is and reported `parked: true`.
+ * An event the consumer gave up on (`Subscription.park`). Stored `parked` (an existing row of the
+ * same event is updated: reason, error, attempts, status back to `parked`). `behind` = the earliest
+ * other active row of the stream at a lower position, if any. Every active row of the same stream at
+ * a later position becomes `parked` (a `retrying` one goes back), and when this event heads the
+ * stream (no earlier active row) their `behind` becomes this event's id.
  */
 export interface ParkRequest {
   event: RecordedEvent;
-  mode: 'failed' | 'behind';
   reason: string;
   error: ParkInfo['error'] | null;
   attempts: number;
@@ -115,7 +107,15 @@ export interface ParkRequest {
   redrive: RedrivePolicy | null;
 }
 
-export type ParkResult = { ok: true; parked: boolean; record: DeadLetterRecord | null } | Fenced;
+export type ParkResult = { ok: true; record: DeadLetterRecord } | Fenced;
+
+/** `parkBehind`'s answer: for each of its events, in order, whether it is parked. */
+export type ParkBehindResult = { ok: true; parked: boolean[] } | Fenced;
+
+/** The reason stored with an event parked behind its stream's dead letter. */
+export function behindReason(stream: string): string {
+  return `waiting behind an earlier dead-lettered event of stream "${stream}"`;
+}
 
 /** A pause to store; the backend adds `since` (its clock). */
 export type NewPause = Omit<ConsumerPause, 'since'>;
@@ -169,8 +169,19 @@ export interface SubscriptionStateBackend {
    */
   ack(name: string, epoch: number, position: number, resolveIds: readonly string[]): Promise<AckResult>;
 
-  /** Records a dead letter while `epoch` is current; see `ParkRequest` for the two modes. */
+  /** Records a dead letter while `epoch` is current; see `ParkRequest`. */
   park(name: string, epoch: number, request: ParkRequest): Promise<ParkResult>;
+
+  /**
+   * While `epoch` is current, in one transaction, parks each of `events` (read by the engine, in
+   * position order) behind its stream's dead letter, when the stream still has an active row at a
+   * lower position: stored with `behind` = that earliest active row's event id, reason
+   * `behindReason`, no error, 0 attempts, and status `retrying` if any active row of the stream is
+   * `retrying`, else `parked`. Otherwise nothing is written for it and it is not parked (the stream
+   * was retried or skipped meanwhile: the engine delivers it instead), and neither is any later event
+   * of its stream among `events`. An event that already has an active row is left as it is, parked.
+   */
+  parkBehind(name: string, epoch: number, events: readonly RecordedEvent[]): Promise<ParkBehindResult>;
 
   /**
    * Sets the consumer's pause (`pause`), or lifts it (null); no epoch: operators and owners alike.

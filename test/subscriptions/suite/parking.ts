@@ -76,6 +76,55 @@ export function parkingTests(makeStore: MakeStore): void {
         }
       }));
 
+    it('parks every event of a blocked entity in a page read after the park, in order, and delivers the rest', () =>
+      withStore(makeStore, async (store) => {
+        const cat = randomCategory();
+        const [a, b] = [`${cat}-a`, `${cat}-b`];
+        await store.append(a, [{ type: 'step', data: { i: 1 } }]);
+        const name = randomConsumer();
+        const sub = await store.subscribe(name, { batchSize: 10 });
+        const it = sub[Symbol.asyncIterator]();
+        try {
+          const first = (await nextEvents(it)).events[0]!;
+          assert.deepEqual(await sub.park(first.position, { reason: 'a is broken' }), {
+            parkedThrough: first.position,
+          });
+          // Positions 2-6: a 2, b 1, a 3, a 4, b 2, appended before the next read (one page).
+          for (const [s, i] of [
+            [a, 2],
+            [b, 1],
+            [a, 3],
+            [a, 4],
+            [b, 2],
+          ] as const)
+            await store.append(s, [{ type: 'step', data: { i } }]);
+          const delivered: RecordedEvent[] = [];
+          while (delivered.length < 2) delivered.push(...(await nextEvents(it)).events);
+          assert.deepEqual(
+            delivered.map((e) => [e.stream, e.version]),
+            [
+              [b, 1],
+              [b, 2],
+            ],
+          );
+          await sub.ack(delivered[1]!.position);
+          const letters = await store.deadLetters.list(name);
+          assert.deepEqual(
+            letters.map((l) => [l.event.version, l.status, l.behind]),
+            [
+              [1, 'parked', null],
+              [2, 'parked', first.id],
+              [3, 'parked', first.id],
+              [4, 'parked', first.id],
+            ],
+          );
+          assert.ok(letters.slice(1).every((l) => /waiting behind/.test(l.reason) && l.attempts === 0));
+          assert.equal((await store.consumers.get(name)).position, 6);
+        } finally {
+          await sub.close();
+        }
+      }));
+
     it("parks the entity's later events delivered already, and says through which position", () =>
       withStore(makeStore, async (store) => {
         await twoEntities(store);
