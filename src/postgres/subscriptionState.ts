@@ -567,28 +567,46 @@ export class PostgresSubscriptionState implements SubscriptionStateBackend {
   }
 
   async retry(name: string, selector: BackendSelector): Promise<number> {
-    const rows = await this.query(
-      `UPDATE ${this.d} SET status = 'retrying' WHERE consumer = $1 AND stream = ANY(${this.selectedStreams()}) AND status = 'parked' RETURNING 1`,
-      [name, ...selectorParams(selector)],
+    const rows = await this.withParksHeld(name, (q) =>
+      q(
+        `UPDATE ${this.d} SET status = 'retrying' WHERE consumer = $1 AND stream = ANY(${this.selectedStreams()}) AND status = 'parked' RETURNING 1`,
+        [name, ...selectorParams(selector)],
+      ),
     );
     return rows.length;
   }
 
   async skip(name: string, selector: BackendSelector, by: string): Promise<number> {
-    const rows = await this.query(
-      `UPDATE ${this.d} SET status = 'skipped', skipped_by = $4, skipped_at = now()
-       WHERE consumer = $1 AND stream = ANY(${this.selectedStreams()}) AND ${ACTIVE} RETURNING 1`,
-      [name, ...selectorParams(selector), by],
+    const rows = await this.withParksHeld(name, (q) =>
+      q(
+        `UPDATE ${this.d} SET status = 'skipped', skipped_by = $4, skipped_at = now()
+         WHERE consumer = $1 AND stream = ANY(${this.selectedStreams()}) AND ${ACTIVE} RETURNING 1`,
+        [name, ...selectorParams(selector), by],
+      ),
     );
     return rows.length;
+  }
+
+  /**
+   * Runs `fn` in a transaction holding the consumer's row, as `park` and `parkBehind` do: a park reads
+   * the stream's dead letters and then writes rows behind them, so a retry or skip committed between
+   * the two would leave those rows `parked` behind a letter no longer active, the stream blocked.
+   * Serialised, a retry either sees the new rows or is seen by the park (which then writes `retrying`).
+   */
+  private withParksHeld<T>(name: string, fn: (q: Query) => Promise<T>): Promise<T> {
+    return this.tx(async (q) => {
+      await q(`SELECT 1 FROM ${this.c} WHERE name = $1 FOR UPDATE`, [name]);
+      return fn(q);
+    });
   }
 
   async redriveDue(name: string): Promise<number> {
     // The due streams are looked up once (an ARRAY sub-select runs as an init plan). Written as
     // `stream IN (SELECT ...)`, a planner without statistics for a table that has just grown (a
     // catch-up parking thousands of events) joins each parked row to a scan of all of them.
-    const rows = await this.query(
-      `UPDATE ${this.d}
+    const rows = await this.withParksHeld(name, (q) =>
+      q(
+        `UPDATE ${this.d}
           SET status = 'retrying',
               redrives = redrives + (redrive_at IS NOT NULL AND redrive_at <= now())::int,
               redrive_at = CASE WHEN redrive_at <= now() THEN NULL ELSE redrive_at END
@@ -596,7 +614,8 @@ export class PostgresSubscriptionState implements SubscriptionStateBackend {
           SELECT DISTINCT stream FROM ${this.d}
            WHERE consumer = $1 AND redrive_at IS NOT NULL AND redrive_at <= now() AND status = 'parked'))
         RETURNING 1`,
-      [name],
+        [name],
+      ),
     );
     return rows.length;
   }
