@@ -192,7 +192,10 @@ export class SharedTail {
    * With `firstStreamMatch`, when every resting subscription's filter names streams (categories or
    * prefixes): one query for the first position after the earliest of them whose stream is one of
    * theirs. None up to the head: every one of them is told so, and true (no keys are read); else false,
-   * and each looks as usual.
+   * and each looks as usual. Where `streamsMayMatch` can tell from the streams' index that no stored
+   * stream is one of theirs, that answers instead, without reading the events appended since: on
+   * PostgreSQL, matching each new event's stream against the regular expression of a hundred
+   * filters' prefixes took 25 to 70 µs an event.
    */
   private async noneForResters(): Promise<boolean> {
     if (!this.firstStreamMatch || this.resters.size === 0) return false;
@@ -210,7 +213,13 @@ export class SharedTail {
     if (prefixes.size + categories.size > MAX_STREAM_NAMES) return false;
     let answer: { head: number; first: number | null };
     try {
-      answer = await this.firstStreamMatch(after, [...prefixes], [...categories]);
+      const streams = this.streamsMayMatch
+        ? await this.streamsMayMatch({ categories: [...categories], streamPrefixes: [...prefixes] })
+        : null;
+      answer =
+        streams !== null && !streams.may
+          ? { head: streams.head, first: null }
+          : await this.firstStreamMatch(after, [...prefixes], [...categories]);
     } catch {
       // The looks read the keys instead (and meet the failure, if it lasts).
       return false;

@@ -1,7 +1,8 @@
 // PostgreSQL's `firstStreamMatch`: the first position whose stream is in one of some categories or
 // starts with one of some prefixes, by one regular expression of them all, exactly as matching each
 // stream would say, whatever characters the names hold; and the shared tail's use of it: idle
-// subscriptions whose streams get no events follow a busy log on its answers, and get their events.
+// subscriptions whose streams get no events follow a busy log on its answers, and get their events;
+// where none of their streams exists, the streams' index answers without it.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
@@ -111,6 +112,49 @@ describe('PostgreSQL firstStreamMatch', { skip: ctx.skip }, () => {
       // An event for one of them: it is read and delivered; the other gets nothing.
       const position = (await other.append('quiet-1', [{ type: 't', data: null }])).lastPosition;
       await readers[0]!.waitForEvents(2);
+      assert.equal(readers[0]!.positions.at(-1), position);
+      assert.deepEqual(readers[1]!.events, []);
+    } finally {
+      for (const r of readers) await r.stop();
+      await other.close();
+      await store.close();
+    }
+  });
+
+  it('answers for idle subscriptions whose streams do not exist from the streams index, without a scan', async () => {
+    const store = await ctx.openStore();
+    const other = await ctx.openStore({ schema: store.schema });
+    let scans = 0;
+    const firstStreamMatch = store.firstStreamMatch.bind(store);
+    store.firstStreamMatch = (afterPosition, prefixes, categories) => {
+      scans++;
+      return firstStreamMatch(afterPosition, prefixes, categories);
+    };
+    // Where the stream column does not sort by code point the index cannot tell, and the scan answers.
+    const probing = !(await store.streamsMayMatch({ streamPrefixes: ['nobody-'] })).may;
+    const readers: Reader[] = [];
+    try {
+      for (const filter of [{ categories: ['quiet'] }, { streamPrefixes: ['nobody-'] }]) {
+        const reader = new Reader(await store.subscribe(`idle_${readers.length}_v1`, { filter }));
+        readers.push(reader);
+        await reader.waitFor(() => reader.messages.some((m) => m.kind === 'caught_up'), 'caught_up');
+      }
+      for (let i = 0; i < 24; i++) {
+        await other.append(
+          'other-1',
+          Array.from({ length: 500 }, (_, j) => ({ type: 't', data: { j } })),
+        );
+      }
+      for (const name of ['idle_0_v1', 'idle_1_v1']) {
+        await until(async () => (await store.consumers.get(name)).position >= 5_000, {
+          message: `the cursor of ${name} past 5,000`,
+        });
+      }
+      if (probing) assert.equal(scans, 0, 'the events were scanned for streams that do not exist');
+      else assert.ok(scans > 0, 'no tick was answered by firstStreamMatch');
+      // The first event of a stream one of them wants: it is delivered; the other gets nothing.
+      const position = (await other.append('quiet-1', [{ type: 't', data: null }])).lastPosition;
+      await readers[0]!.waitForEvents(1);
       assert.equal(readers[0]!.positions.at(-1), position);
       assert.deepEqual(readers[1]!.events, []);
     } finally {
