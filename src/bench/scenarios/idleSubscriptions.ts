@@ -203,7 +203,9 @@ async function idleCost(
   const extraCpuMs = withSubs.cpuMs - both.cpuMs * (withSubs.events / both.events);
   const idlePercent = round((100 * Math.max(0, extraCpuMs)) / (withSubs.seconds * 1000), 1);
   // Nothing else runs in this process meanwhile: its CPU is the subscriptions' own.
-  const apartPercent = round((100 * apart.hereCpuMs) / (apart.hereSeconds * 1000), 1);
+  const ownPercent = (a: { hereCpuMs: number; hereSeconds: number }): number =>
+    round((100 * a.hereCpuMs) / (a.hereSeconds * 1000), 1);
+  const apartPercent = ownPercent(apart);
   const microsPerEvent = (a: Appended): number => round((1000 * a.cpuMs) / a.events, 1);
   const base = baselineRow(
     NAME,
@@ -238,7 +240,7 @@ async function idleCost(
       target: { text: 'idle subscriptions < 5% of one core', met: apartPercent < 5 },
       extra: {
         idleSubscriptionsCpuPercent: apartPercent,
-        settlingCpuPercent: round((100 * apartSettling.hereCpuMs) / (apartSettling.hereSeconds * 1000), 1),
+        settlingCpuPercent: ownPercent(apartSettling),
       },
     }),
   ];
