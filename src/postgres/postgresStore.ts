@@ -70,6 +70,7 @@ import {
   type KeyPage,
   type MatchCount,
   type ScannedPage,
+  type StreamsAnswer,
 } from '../subscriptions/subscriptionSource.js';
 import {
   appendChannel,
@@ -469,19 +470,19 @@ export class PostgresEventStore implements EventStore {
   }
 
   /**
-   * Internal (shared tail): the head, then whether a stored stream is in one of the filter's
-   * categories or starts with one of its prefixes, as SQLite's: where the events' stream column sorts
-   * by code point (see `streamsSortByCodePoint`), the streams that share a prefix sit together in the
-   * `(stream, version)` index, and the first stream at or after each probe text tells, all probes in
-   * one statement. Under any other collation it answers `may: true` (it cannot tell), and the tail
-   * reads keys as before.
+   * Internal (shared tail): whether a stored stream is in one of the filter's categories or starts
+   * with one of its prefixes, and the head when none is, as SQLite's: where the events' stream column
+   * sorts by code point (see `streamsSortByCodePoint`), the streams that share a prefix sit together
+   * in the `(stream, version)` index, and the first stream at or after each probe text tells, all
+   * probes in one statement. Under any other collation, and for a filter with neither, it answers
+   * `may: true` (it cannot tell) without a statement, and the tail reads keys as before.
    */
-  async streamsMayMatch(filter: EventFilter): Promise<{ head: number; may: boolean }> {
+  async streamsMayMatch(filter: EventFilter): Promise<StreamsAnswer> {
     this.assertOpen();
     const probes = streamProbes(filter);
-    const probing = probes !== null && (await this.streamsSortByCodePoint());
-    const { head, firsts } = await this.firstStreams(probing ? probes.map((p) => p.text) : []);
-    return { head, may: !probing || probes.some((p) => p.wants(firsts.get(p.text))) };
+    if (probes === null || !(await this.streamsSortByCodePoint())) return { may: true };
+    const { head, firsts } = await this.firstStreams(probes.map((p) => p.text));
+    return probes.some((p) => p.wants(firsts.get(p.text))) ? { may: true } : { may: false, head };
   }
 
   /**

@@ -40,6 +40,7 @@ import {
   type KeyPage,
   type MatchCount,
   type ScannedPage,
+  type StreamsAnswer,
 } from '../subscriptions/subscriptionSource.js';
 import { SqliteSubscriptionState } from './subscriptionState.js';
 import { AppendBatcher } from './appendBatcher.js';
@@ -344,23 +345,24 @@ export class SqliteEventStore implements EventStore {
   }
 
   /**
-   * Internal (shared tail): the head, then whether a stored stream is in one of the filter's categories
-   * or starts with one of its prefixes. The `(stream, version)` index orders streams by their UTF-8
-   * bytes, so the streams starting with a prefix come right at or after it: the first stream at or
-   * after the prefix tells, one probe per prefix (a category `c` is the stream `c` or the prefix `c-`).
+   * Internal (shared tail): whether a stored stream is in one of the filter's categories or starts
+   * with one of its prefixes, and the head when none is. The `(stream, version)` index orders streams
+   * by their UTF-8 bytes, so the streams starting with a prefix come right at or after it: the first
+   * stream at or after the prefix tells, one probe per prefix (a category `c` is the stream `c` or
+   * the prefix `c-`).
    */
-  streamsMayMatch(filter: EventFilter): Promise<{ head: number; may: boolean }> {
+  streamsMayMatch(filter: EventFilter): Promise<StreamsAnswer> {
     try {
       this.assertOpen();
       const head = this.head();
       const probes = streamProbes(filter);
-      if (probes === null) return Promise.resolve({ head, may: true });
+      if (probes === null) return Promise.resolve({ may: true });
       this.firstStreamStmt ??= this.db
         .prepare('SELECT stream FROM idem_events WHERE stream >= ? ORDER BY stream LIMIT 1')
         .pluck();
       const stmt = this.firstStreamStmt;
       const may = probes.some((p) => p.wants(stmt.get(p.text) as string | undefined));
-      return Promise.resolve({ head, may });
+      return Promise.resolve(may ? { may } : { may, head });
     } catch (err) {
       return Promise.reject(err instanceof Error ? err : new Error(String(err)));
     }

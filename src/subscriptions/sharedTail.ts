@@ -1,6 +1,6 @@
 import { streamCategory } from '../core/event.js';
 import { matchesStream, matchesType, type EventFilter } from '../core/filter.js';
-import { firstKeyAfter, type EventKeys, type KeyPage } from './subscriptionSource.js';
+import { firstKeyAfter, type EventKeys, type KeyPage, type StreamsAnswer } from './subscriptionSource.js';
 
 /** Keys the tail holds at least (at most twice as many); a subscription further behind reads for itself. */
 const TAIL_KEYS = 20_000;
@@ -97,7 +97,7 @@ export class SharedTail {
     private readonly scanKeys: (after: number, maxScan: number) => Promise<KeyPage>,
     private readonly freshMs: number,
     private readonly tailKeys = TAIL_KEYS,
-    private readonly streamsMayMatch?: (filter: EventFilter) => Promise<{ head: number; may: boolean }>,
+    private readonly streamsMayMatch?: (filter: EventFilter) => Promise<StreamsAnswer>,
     private readonly firstStreamMatch?: (
       after: number,
       prefixes: readonly string[],
@@ -122,8 +122,8 @@ export class SharedTail {
       !this.streamsFound.has(filter)
     ) {
       // No stored stream is one the filter wants: nothing up to the head read first matches.
-      const { head, may } = await this.streamsMayMatch(filter);
-      if (!may) return { through: Math.max(after, head), head, first: null };
+      const streams = await this.streamsMayMatch(filter);
+      if (!streams.may) return { through: Math.max(after, streams.head), head: streams.head, first: null };
       // Events are never removed: once the filter's streams exist, its looks read the keys.
       this.streamsFound.add(filter);
     }
@@ -217,7 +217,7 @@ export class SharedTail {
         ? await this.streamsMayMatch({ categories: [...categories], streamPrefixes: [...prefixes] })
         : null;
       answer =
-        streams !== null && !streams.may
+        streams?.may === false
           ? { head: streams.head, first: null }
           : await this.firstStreamMatch(after, [...prefixes], [...categories]);
     } catch {

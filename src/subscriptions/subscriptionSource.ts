@@ -78,15 +78,16 @@ export interface SubscriptionSource {
   scanKeys?(after: number, maxScan: number): Promise<KeyPage>;
 
   /**
-   * Optional: the head, then whether any stored event's stream is in one of the filter's categories or
-   * starts with one of its stream prefixes (true for a filter with neither), by one index probe each.
-   * When false, no event up to that head matches the filter, and the shared tail answers its looks
-   * without reading keys: an idle subscription whose streams do not exist costs probes, not a share
-   * of the reads of everything appended. It needs an index that keeps the streams sharing a prefix
-   * next to each other (code-point order: SQLite's; PostgreSQL's under a collation that sorts so);
-   * where the store's does not, it answers true (it cannot tell).
+   * Optional: whether any stored event's stream is in one of the filter's categories or starts with
+   * one of its stream prefixes (true for a filter with neither), by one index probe each, and when
+   * none is, the head up to which that holds. Then no event up to that head matches the filter, and
+   * the shared tail answers its looks without reading keys: an idle subscription whose streams do
+   * not exist costs probes, not a share of the reads of everything appended. It needs an index that
+   * keeps the streams sharing a prefix next to each other (code-point order: SQLite's; PostgreSQL's
+   * under a collation that sorts so); where the store's does not, it answers `may: true` (it cannot
+   * tell) without asking the database.
    */
-  streamsMayMatch?(filter: EventFilter): Promise<{ head: number; may: boolean }>;
+  streamsMayMatch?(filter: EventFilter): Promise<StreamsAnswer>;
 
   /**
    * Optional: the head, then the first position after `after` (up to that head) whose stream is in one
@@ -173,3 +174,9 @@ export function scannedPage(
   const through = events.length >= limit || cut ? last : Math.max(end, last);
   return { events, through, head: Math.max(head, through) };
 }
+
+/**
+ * What `streamsMayMatch` answers: no stored stream is one the filter wants, up to `head`; or one may
+ * be (one is, or the store cannot tell).
+ */
+export type StreamsAnswer = { may: false; head: number } | { may: true };
