@@ -179,8 +179,8 @@ export class PostgresEventStore implements EventStore {
   private readonly namedFilters = { scan: new Set<string>(), read: new Set<string>() };
   /** The statement of `scanKeys`. */
   private keysQuery: { name?: string; text: string } | undefined;
-  /** The statement of `firstStreamMatch`. */
-  private firstMatchQuery: { name?: string; text: string } | undefined;
+  /** The shapes of `firstStreamMatch` statement that are named, with their names (see `firstStreamMatch`). */
+  private readonly matchShapes = new Map<string, { name?: string }>();
   /** The statement of `streamsMayMatch`. */
   private firstStreamsQuery: { name?: string; text: string } | undefined;
   /** The `firstStreams` asked for in this turn of the event loop, sent together at its end. */
@@ -435,9 +435,14 @@ export class PostgresEventStore implements EventStore {
 
   /**
    * Internal (shared tail): the head, then the first position after `after` up to it whose stream is
-   * in one of `categories` or starts with one of `prefixes`: one anchored regular expression of them
-   * all, which matches the stream's characters whatever the database's collation (an index range
-   * would follow the collation's order, where the streams that share a prefix need not be adjacent).
+   * in one of `categories` or starts with one of `prefixes`. Each new event's category, and its first
+   * characters for each length of prefix, are looked up in hash tables of the categories and of the
+   * prefixes of that length (hashed subplans, built once per statement), compared by code point
+   * whatever the database's collation (an index range would follow the collation's order, where the
+   * streams that share a prefix need not be adjacent). One anchored regular expression of a hundred
+   * prefixes cost PostgreSQL 4.5 to 5 µs an event; the lookups cost about 0.6 µs (`bench/tailMatch.ts`,
+   * docs/benchmarks.md). The statement's text depends on which lengths the prefixes have: each
+   * such shape is named, for the first `MAX_NAMED_FILTERS` shapes.
    */
   async firstStreamMatch(
     after: number,
@@ -445,23 +450,41 @@ export class PostgresEventStore implements EventStore {
     categories: readonly string[],
   ): Promise<{ head: number; first: number | null }> {
     this.assertOpen();
-    const alternatives = [
-      ...prefixes.map(regexLiteral),
-      // A category holds no '-' (a stream's category is what precedes its first one).
-      ...categories.filter((c) => !c.includes('-')).map((c) => `${regexLiteral(c)}(?:-|$)`),
-    ];
-    this.firstMatchQuery ??= {
-      ...this.statementName('first_stream_match'),
-      text: `SELECT h.position, (
-          SELECT min(e.position) FROM ${this.s}.events e
-           WHERE e.position > $1 AND e.position <= h.position AND e.stream ~ $2)
-        FROM (SELECT position FROM ${this.s}.head WHERE id LIMIT 1) h`,
+    const values: unknown[] = [after];
+    const tests: string[] = [];
+    const lookup = (list: string[]): string => {
+      values.push(list);
+      return `IN (SELECT u.t COLLATE "C" FROM unnest($${values.length}::text[]) AS u(t))`;
     };
-    const query = this.firstMatchQuery;
-    // No alternative (categories with a '-' only): nothing can match; '$^' matches no stream.
-    const values = [after, alternatives.length === 0 ? '$^' : `^(?:${alternatives.join('|')})`];
+    // A category holds no '-' (a stream's category is what precedes its first one).
+    const wanted = categories.filter((c) => !c.includes('-'));
+    if (wanted.length > 0) tests.push(`split_part(e.stream, '-', 1) COLLATE "C" ${lookup(wanted)}`);
+    // PostgreSQL's left() counts characters (code points), not UTF-16 units.
+    const byLength = new Map<number, string[]>();
+    for (const p of prefixes) {
+      const length = [...p].length;
+      const group = byLength.get(length);
+      if (group) group.push(p);
+      else byLength.set(length, [p]);
+    }
+    const lengths = [...byLength.keys()].sort((a, b) => a - b);
+    for (const length of lengths)
+      tests.push(`left(e.stream, ${length}) COLLATE "C" ${lookup(byLength.get(length)!)}`);
+    const shape = `${wanted.length > 0 ? 'c' : ''}:${lengths.join(',')}`;
+    const text = `SELECT h.position, (
+          SELECT min(e.position) FROM ${this.s}.events e
+           WHERE e.position > $1 AND e.position <= h.position AND (${tests.length === 0 ? 'false' : tests.join(' OR ')}))
+        FROM (SELECT position FROM ${this.s}.head WHERE id LIMIT 1) h`;
+    let name = this.matchShapes.get(shape);
+    if (name === undefined) {
+      name =
+        this.matchShapes.size < MAX_NAMED_FILTERS
+          ? this.statementName(`first_match_${createHash('sha256').update(shape).digest('hex').slice(0, 12)}`)
+          : {};
+      if (name.name !== undefined) this.matchShapes.set(shape, name);
+    }
     const r = await withReconnect(
-      () => this.pool.query<(string | null)[]>({ ...query, values, rowMode: 'array' }),
+      () => this.pool.query<(string | null)[]>({ ...name, text, values, rowMode: 'array' }),
       this.retry,
       this.countFault,
     );
@@ -916,13 +939,4 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
     throw err;
   }
   return store;
-}
-
-/**
- * `text` as a literal of a PostgreSQL regular expression (ARE): each ASCII character that is not a
- * letter or digit escaped with a backslash (which then stands for that character); letters, digits
- * and other characters stand for themselves (a backslash before a letter or digit is an escape).
- */
-function regexLiteral(text: string): string {
-  return text.replace(/[^A-Za-z0-9\u0080-\u{10FFFF}]/gu, (c) => `\\${c}`);
 }

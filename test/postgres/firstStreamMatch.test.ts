@@ -1,8 +1,9 @@
 // PostgreSQL's `firstStreamMatch`: the first position whose stream is in one of some categories or
-// starts with one of some prefixes, by one regular expression of them all, exactly as matching each
-// stream would say, whatever characters the names hold; and the shared tail's use of it: idle
-// subscriptions whose streams get no events follow a busy log on its answers, and get their events;
-// where none of their streams exists, the streams' index answers without it.
+// starts with one of some prefixes, by comparing each stream's category and first characters with
+// the lists of them (hash tables, one per length of prefix), exactly as matching each stream would
+// say, whatever characters the names hold and however many share a length; and the shared tail's
+// use of it: idle subscriptions whose streams get no events follow a busy log on its answers, and
+// get their events; where none of their streams exists, the streams' index answers without it.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
@@ -13,7 +14,7 @@ import { pgTestContext } from './pgFixtures.js';
 
 const ctx = await pgTestContext();
 
-/** Parts that are special in regular expressions, or sort on either side of '-', or are not ASCII. */
+/** Parts that are special in patterns, or sort on either side of '-', or are not ASCII (one code point, two UTF-16 units). */
 const part = fc.constantFrom(
   'a',
   'ab',
@@ -98,8 +99,8 @@ describe('PostgreSQL firstStreamMatch', { skip: ctx.skip }, () => {
       await fc.assert(
         fc.asyncProperty(
           fc.array(nameArb, { minLength: 1, maxLength: 4 }),
-          fc.array(nameArb, { maxLength: 3 }),
-          fc.array(nameArb, { maxLength: 3 }),
+          fc.array(nameArb, { maxLength: 12 }),
+          fc.array(nameArb, { maxLength: 12 }),
           fc.nat(),
           async (appended, prefixes, categories, from) => {
             for (const stream of appended) {
@@ -125,6 +126,57 @@ describe('PostgreSQL firstStreamMatch', { skip: ctx.skip }, () => {
         ),
         { numRuns: 60 },
       );
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('matches among many prefixes of one length and many categories, as matching each stream would', async () => {
+    const store = await ctx.openStore();
+    try {
+      // 40 prefixes of four characters, one of them of five UTF-16 units, and 20 categories: lists
+      // long enough to be looked up in hash tables.
+      const prefixes = [
+        ...Array.from({ length: 39 }, (_, i) => `p${String(i).padStart(2, '0')}-`),
+        '\u{1F600}é-x',
+      ];
+      const categories = Array.from({ length: 20 }, (_, i) => `cat${i}`);
+      const near = [
+        'p4-1',
+        'p040-1',
+        'P01-1',
+        'p01',
+        '\u{1F600}é-y',
+        '\u{1F600}e-x1',
+        'cat20-1',
+        'cat1x',
+        'cat-1',
+        'xcat1',
+      ];
+      const filter = { streamPrefixes: prefixes, categories };
+      for (const stream of near) {
+        assert.ok(!matchesStream(filter, stream), stream);
+        await store.append(stream, [{ type: 't', data: null }]);
+      }
+      assert.deepEqual(await store.firstStreamMatch(0, prefixes, categories), {
+        head: near.length,
+        first: null,
+      });
+      let head = near.length;
+      for (const stream of ['\u{1F600}é-xy', 'p38-a', 'cat7', 'cat19-2', 'p00-x']) {
+        assert.ok(matchesStream(filter, stream), stream);
+        await store.append('other-1', [{ type: 't', data: null }]);
+        const { lastPosition } = await store.append(stream, [{ type: 't', data: null }]);
+        assert.deepEqual(await store.firstStreamMatch(head, prefixes, categories), {
+          head: lastPosition,
+          first: lastPosition,
+        });
+        assert.deepEqual(await store.firstStreamMatch(lastPosition - 1, prefixes, []), {
+          head: lastPosition,
+          first: stream.startsWith('cat') ? null : lastPosition,
+        });
+        head = lastPosition;
+      }
     } finally {
       await store.close();
     }
