@@ -83,7 +83,10 @@ import {
 /** The key of the empty filter (every event). */
 const NO_FILTER = filterKey({});
 
-/** Filters per store whose subscription page (and, apart, whose `readAll` page) is named (see `filterName`). */
+/**
+ * Filters per store whose subscription page (and, apart, whose `readAll` page) is named (see
+ * `filterName`); also the shapes of `firstStreamMatch` that are named.
+ */
 const MAX_NAMED_FILTERS = 32;
 
 /** A statement's text, and its name when it is prepared once per connection. */
@@ -179,7 +182,7 @@ export class PostgresEventStore implements EventStore {
   private readonly namedFilters = { scan: new Set<string>(), read: new Set<string>() };
   /** The statement of `scanKeys`. */
   private keysQuery: { name?: string; text: string } | undefined;
-  /** The shapes of `firstStreamMatch` statement that are named, with their names (see `firstStreamMatch`). */
+  /** The shapes of the `firstStreamMatch` statement that are named, with their names (see `firstStreamMatch`). */
   private readonly matchShapes = new Map<string, { name?: string }>();
   /** The statement of `streamsMayMatch`. */
   private firstStreamsQuery: { name?: string; text: string } | undefined;
