@@ -8,6 +8,7 @@ import { uuidv7 } from '../src/core/uuid.js';
 import { prepareAppend } from '../src/core/validation.js';
 import { int4Array, textArray, uuidArray } from '../src/postgres/binaryArrays.js';
 import { openPostgresStore } from '../src/postgres/index.js';
+import { scratchDatabase } from './scratchDatabase.js';
 
 const [url = 'postgres://postgres@127.0.0.1:5432/postgres', callsArg = '400', roundsArg = '3'] =
   process.argv.slice(2);
@@ -18,13 +19,7 @@ const metadata = { commandId: 'cmd-1' };
 const dataJson = JSON.stringify(data);
 const metadataJson = JSON.stringify(metadata);
 
-const admin = new pg.Client({ connectionString: url });
-await admin.connect();
-const name = `idem_breakdown_${process.pid}`;
-await admin.query(`CREATE DATABASE ${name}`);
-await admin.query(`ALTER DATABASE ${name} SET track_functions = 'all'`);
-const dbUrl = new URL(url);
-dbUrl.pathname = `/${name}`;
+const db = await scratchDatabase(url, 'idem_breakdown', ["track_functions = 'all'"]);
 const times = new Map<string, number[]>();
 
 /** Microseconds per call of `f`, over `n` calls, added to the piece's rounds. */
@@ -36,10 +31,10 @@ async function time(piece: string, n: number, f: (i: number) => unknown): Promis
 }
 
 try {
-  const store = await openPostgresStore({ connectionString: dbUrl.href, schema: 'st' });
+  const store = await openPostgresStore({ connectionString: db.url, schema: 'st' });
   // 100-event appends in a schema of their own, so that the functions' statistics are apart.
-  const store100 = await openPostgresStore({ connectionString: dbUrl.href, schema: 'st100' });
-  const client = new pg.Client({ connectionString: dbUrl.href });
+  const store100 = await openPostgresStore({ connectionString: db.url, schema: 'st100' });
+  const client = new pg.Client({ connectionString: db.url });
   await client.connect();
   await client.query('CREATE SCHEMA raw; CREATE TABLE raw.events (LIKE st.events INCLUDING ALL)');
   let position = 0;
@@ -145,7 +140,7 @@ try {
   await store.close();
   await store100.close();
   await new Promise((resolve) => setTimeout(resolve, 1500));
-  const stats = new pg.Client({ connectionString: dbUrl.href });
+  const stats = new pg.Client({ connectionString: db.url });
   await stats.connect();
   const functions = await stats.query<{ funcname: string; calls: string; total_time: number }>(
     `SELECT schemaname || '.' || funcname AS funcname, calls, total_time
@@ -166,6 +161,5 @@ try {
     );
   }
 } finally {
-  await admin.query(`DROP DATABASE ${name} WITH (FORCE)`);
-  await admin.end();
+  await db.drop();
 }

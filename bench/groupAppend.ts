@@ -7,21 +7,16 @@
 import pg from 'pg';
 import { appendInCalls } from '../src/bench/scenarios/sqliteAppend.js';
 import { openPostgresStore } from '../src/postgres/index.js';
+import { scratchDatabase } from './scratchDatabase.js';
 
 const [url = 'postgres://postgres@127.0.0.1:5432/postgres', eventsArg = '32000', roundsArg = '3'] =
   process.argv.slice(2);
 const events = Number(eventsArg);
 const rounds = Number(roundsArg);
 
-const admin = new pg.Client({ connectionString: url });
-await admin.connect();
-const name = `idem_group_append_${process.pid}`;
-await admin.query(`CREATE DATABASE ${name}`);
-await admin.query(`ALTER DATABASE ${name} SET track_functions = 'all'`);
-const dbUrl = new URL(url);
-dbUrl.pathname = `/${name}`;
-const store = await openPostgresStore({ connectionString: dbUrl.toString() });
-const stats = new pg.Client({ connectionString: dbUrl.toString() });
+const db = await scratchDatabase(url, 'idem_group_append', ["track_functions = 'all'"]);
+const store = await openPostgresStore({ connectionString: db.url });
+const stats = new pg.Client({ connectionString: db.url });
 await stats.connect();
 
 /** `append_batch`'s calls and times (ms) so far, as the statistics collector has them. */
@@ -64,6 +59,5 @@ try {
 } finally {
   await stats.end();
   await store.close();
-  await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-  await admin.end();
+  await db.drop();
 }

@@ -6,21 +6,16 @@
 // Creates a database, appends 200,000 events to 1,000 streams and one event to each prefix's stream,
 // times each shape over 0, 200, 2,000 and 20,000 new events in interleaved rounds, prints the medians
 // (ms per question), and drops the database.
-import pg from 'pg';
 import { openPostgresStore } from '../src/postgres/index.js';
+import { scratchDatabase } from './scratchDatabase.js';
 
 const [url = 'postgres://postgres@127.0.0.1:5432/postgres', roundsArg = '3'] = process.argv.slice(2);
 const rounds = Number(roundsArg);
 const EVENTS = 200_000;
 const prefixes = Array.from({ length: 100 }, (_, i) => `idle-${i}-`);
 
-const admin = new pg.Client({ connectionString: url });
-await admin.connect();
-const name = `idem_tail_match_${process.pid}`;
-await admin.query(`CREATE DATABASE ${name}`);
-const dbUrl = new URL(url);
-dbUrl.pathname = `/${name}`;
-const store = await openPostgresStore({ connectionString: dbUrl.toString() });
+const db = await scratchDatabase(url, 'idem_tail_match');
+const store = await openPostgresStore({ connectionString: db.url });
 try {
   for (const p of prefixes) await store.append(`${p}1`, [{ type: 'opened', data: null }]);
   for (let i = 0; i < EVENTS; i += 500) {
@@ -34,7 +29,7 @@ try {
     );
     if (i % 50_000 === 0) process.stderr.write(`# appended ${i} of ${EVENTS}\n`);
   }
-  await admin.query(`VACUUM ANALYZE`);
+  await store.pool.query('VACUUM ANALYZE idem.events');
   const head = prefixes.length + EVENTS;
   // The statement `firstStreamMatch` sent before: the prefixes escaped as regular-expression literals.
   const literal = (t: string): string => t.replace(/[^A-Za-z0-9\u0080-\u{10FFFF}]/gu, (c) => `\\${c}`);
@@ -72,6 +67,5 @@ try {
   }
 } finally {
   await store.close();
-  await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-  await admin.end();
+  await db.drop();
 }
