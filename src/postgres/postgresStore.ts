@@ -443,7 +443,7 @@ export class PostgresEventStore implements EventStore {
    * prefixes of that length (hashed subplans, built once per statement), compared by code point
    * whatever the database's collation (an index range would follow the collation's order, where the
    * streams that share a prefix need not be adjacent). One anchored regular expression of a hundred
-   * prefixes cost PostgreSQL 4.5 to 5 µs an event; the lookups cost about 0.6 µs (`bench/tailMatch.ts`,
+   * prefixes cost PostgreSQL 4 to 5 µs an event; the lookups cost about 0.6 µs (`bench/tailMatch.ts`,
    * docs/benchmarks.md). The statement's text depends on which lengths the prefixes have: each
    * such shape is named, for the first `MAX_NAMED_FILTERS` shapes.
    */
