@@ -440,7 +440,7 @@ export class PostgresEventStore implements EventStore {
    * Internal (shared tail): the head, then the first position after `after` up to it whose stream is
    * in one of `categories` or starts with one of `prefixes`. Each new event's category, and its first
    * characters for each length of prefix, are looked up in hash tables of the categories and of the
-   * prefixes of that length (hashed subplans, built once per statement), compared by code point
+   * prefixes of that length (hashed subplans, built once per execution), compared by code point
    * whatever the database's collation (an index range would follow the collation's order, where the
    * streams that share a prefix need not be adjacent). One anchored regular expression of a hundred
    * prefixes cost PostgreSQL 4 to 5 µs an event; the lookups cost about 0.6 µs (`bench/tailMatch.ts`,
@@ -481,7 +481,7 @@ export class PostgresEventStore implements EventStore {
     let name = this.matchShapes.get(shape);
     if (name === undefined) {
       name =
-        this.matchShapes.size < MAX_NAMED_FILTERS
+        this.prepared && this.matchShapes.size < MAX_NAMED_FILTERS
           ? this.statementName(`first_match_${createHash('sha256').update(shape).digest('hex').slice(0, 12)}`)
           : {};
       if (name.name !== undefined) this.matchShapes.set(shape, name);

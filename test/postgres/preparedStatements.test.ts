@@ -115,12 +115,32 @@ describe('statements prepared on the pooled connections', { skip: pg.skip }, () 
     }
   });
 
+  it("name the tail's scan for resting subscriptions by its shape (which lengths of prefix), for the first 32 shapes only", async () => {
+    const store = await pg.openStore({ poolSize: 1 });
+    try {
+      await store.append('order-1', [{ type: 'order.placed', data: {} }]);
+      // 33 shapes (prefixes of 1 to 33 characters), each asked twice with other prefixes of that length.
+      for (const letter of ['o', 'x'])
+        for (let length = 1; length <= 33; length++) {
+          const prefix = letter.repeat(length);
+          const answer = await store.firstStreamMatch(0, [prefix], []);
+          assert.deepEqual(answer, { head: 1, first: prefix === 'o' ? 1 : null });
+        }
+      assert.deepEqual(await store.firstStreamMatch(0, ['x', 'or'], ['order']), { head: 1, first: 1 });
+      const names = await preparedNames(store);
+      assert.equal(names.filter((n) => /^idem_first_match_[0-9a-f]{12}_/.test(n)).length, 32);
+    } finally {
+      await store.close();
+    }
+  });
+
   it('are none with preparedStatements: false', async () => {
     const store = await pg.openStore({ poolSize: 1, preparedStatements: false });
     try {
       await appendAndRead(store);
       await subscribeAckAndRenew(store);
       await store.scanPage(0, { types: ['order.placed'] }, 10, 1000);
+      assert.deepEqual(await store.firstStreamMatch(0, ['ord'], ['order']), { head: 1, first: 1 });
       for await (const e of store.readAll({ filter: { types: ['order.placed'] } }))
         assert.equal(e.type, 'order.placed');
       assert.deepEqual(

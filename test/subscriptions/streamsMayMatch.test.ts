@@ -247,6 +247,13 @@ describe(
           may: true,
         });
         assert.equal(statements, 0);
+        // The tail's scan for resting subscriptions compares by code point under this collation too.
+        assert.deepEqual(await store.firstStreamMatch(0, ['acct-'], []), { head: 1, first: 1 });
+        assert.deepEqual(await store.firstStreamMatch(0, ['Acct-', 'acct-1x'], ['ACCT', 'acct-']), {
+          head: 1,
+          first: null,
+        });
+        assert.deepEqual(await store.firstStreamMatch(0, [], ['acct']), { head: 1, first: 1 });
       } finally {
         await store.close();
         await db.drop();
