@@ -8,7 +8,7 @@ import { uuidv7 } from '../src/core/uuid.js';
 import { prepareAppend } from '../src/core/validation.js';
 import { int4Array, textArray, uuidArray } from '../src/postgres/binaryArrays.js';
 import { openPostgresStore } from '../src/postgres/index.js';
-import { scratchDatabase } from './scratchDatabase.js';
+import { BenchResources } from '../src/bench/resources.js';
 
 const [url = 'postgres://postgres@127.0.0.1:5432/postgres', callsArg = '400', roundsArg = '3'] =
   process.argv.slice(2);
@@ -19,7 +19,8 @@ const metadata = { commandId: 'cmd-1' };
 const dataJson = JSON.stringify(data);
 const metadataJson = JSON.stringify(metadata);
 
-const db = await scratchDatabase(url, 'idem_breakdown', ["track_functions = 'all'"]);
+const resources = new BenchResources(url);
+const dbUrl = await resources.postgresDatabase(["track_functions = 'all'"]);
 const times = new Map<string, number[]>();
 
 /** Microseconds per call of `f`, over `n` calls, added to the piece's rounds. */
@@ -31,10 +32,10 @@ async function time(piece: string, n: number, f: (i: number) => unknown): Promis
 }
 
 try {
-  const store = await openPostgresStore({ connectionString: db.url, schema: 'st' });
+  const store = await openPostgresStore({ connectionString: dbUrl, schema: 'st' });
   // 100-event appends in a schema of their own, so that the functions' statistics are apart.
-  const store100 = await openPostgresStore({ connectionString: db.url, schema: 'st100' });
-  const client = new pg.Client({ connectionString: db.url });
+  const store100 = await openPostgresStore({ connectionString: dbUrl, schema: 'st100' });
+  const client = new pg.Client({ connectionString: dbUrl });
   await client.connect();
   await client.query('CREATE SCHEMA raw; CREATE TABLE raw.events (LIKE st.events INCLUDING ALL)');
   let position = 0;
@@ -140,7 +141,7 @@ try {
   await store.close();
   await store100.close();
   await new Promise((resolve) => setTimeout(resolve, 1500));
-  const stats = new pg.Client({ connectionString: db.url });
+  const stats = new pg.Client({ connectionString: dbUrl });
   await stats.connect();
   const functions = await stats.query<{ funcname: string; calls: string; total_time: number }>(
     `SELECT schemaname || '.' || funcname AS funcname, calls, total_time
@@ -161,5 +162,5 @@ try {
     );
   }
 } finally {
-  await db.drop();
+  await resources.cleanup();
 }

@@ -7,16 +7,17 @@
 import pg from 'pg';
 import { appendInCalls } from '../src/bench/scenarios/sqliteAppend.js';
 import { openPostgresStore } from '../src/postgres/index.js';
-import { scratchDatabase } from './scratchDatabase.js';
+import { BenchResources } from '../src/bench/resources.js';
 
 const [url = 'postgres://postgres@127.0.0.1:5432/postgres', eventsArg = '32000', roundsArg = '3'] =
   process.argv.slice(2);
 const events = Number(eventsArg);
 const rounds = Number(roundsArg);
 
-const db = await scratchDatabase(url, 'idem_group_append', ["track_functions = 'all'"]);
-const store = await openPostgresStore({ connectionString: db.url });
-const stats = new pg.Client({ connectionString: db.url });
+const resources = new BenchResources(url);
+const dbUrl = await resources.postgresDatabase(["track_functions = 'all'"]);
+const store = await openPostgresStore({ connectionString: dbUrl });
+const stats = new pg.Client({ connectionString: dbUrl });
 await stats.connect();
 
 /** `append_batch`'s calls and times (ms) so far, as the statistics collector has them. */
@@ -59,5 +60,5 @@ try {
 } finally {
   await stats.end();
   await store.close();
-  await db.drop();
+  await resources.cleanup();
 }

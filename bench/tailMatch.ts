@@ -7,15 +7,16 @@
 // times each shape over 0, 200, 2,000 and 20,000 new events in interleaved rounds, prints the medians
 // (ms per question), and drops the database.
 import { openPostgresStore } from '../src/postgres/index.js';
-import { scratchDatabase } from './scratchDatabase.js';
+import { BenchResources } from '../src/bench/resources.js';
 
 const [url = 'postgres://postgres@127.0.0.1:5432/postgres', roundsArg = '3'] = process.argv.slice(2);
 const rounds = Number(roundsArg);
 const EVENTS = 200_000;
 const prefixes = Array.from({ length: 100 }, (_, i) => `idle-${i}-`);
 
-const db = await scratchDatabase(url, 'idem_tail_match');
-const store = await openPostgresStore({ connectionString: db.url });
+const resources = new BenchResources(url);
+const dbUrl = await resources.postgresDatabase();
+const store = await openPostgresStore({ connectionString: dbUrl });
 try {
   for (const p of prefixes) await store.append(`${p}1`, [{ type: 'opened', data: null }]);
   for (let i = 0; i < EVENTS; i += 500) {
@@ -67,5 +68,5 @@ try {
   }
 } finally {
   await store.close();
-  await db.drop();
+  await resources.cleanup();
 }

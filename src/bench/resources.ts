@@ -50,16 +50,20 @@ export class BenchResources {
     return dir;
   }
 
-  /** Creates a database with a random name and returns a connection string for it. */
-  async postgresDatabase(): Promise<string> {
+  /**
+   * Creates a database with a random name and returns a connection string for it. `settings` are
+   * applied to it with `ALTER DATABASE ... SET`, e.g. `track_functions = 'all'`.
+   */
+  async postgresDatabase(settings: readonly string[] = []): Promise<string> {
     this.assertOpen();
     const name = `idem_bench_${randomBytes(6).toString('hex')}`;
     await this.admin(`create database "${name}"`);
+    this.databases.push(name);
+    for (const setting of settings) await this.admin(`alter database "${name}" set ${setting}`);
     if (this.closed) {
       await this.admin(`drop database if exists "${name}" with (force)`);
       this.assertOpen();
     }
-    this.databases.push(name);
     const url = new URL(this.postgresUrl);
     url.pathname = `/${name}`;
     return url.toString();

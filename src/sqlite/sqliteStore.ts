@@ -354,6 +354,8 @@ export class SqliteEventStore implements EventStore {
   streamsMayMatch(filter: EventFilter): Promise<StreamsAnswer> {
     try {
       this.assertOpen();
+      // The head before the probes: a matching event another connection appends in between is then
+      // either seen by a probe or above the head, never passed over.
       const head = this.head();
       const probes = streamProbes(filter);
       if (probes === null) return Promise.resolve({ may: true });
