@@ -102,37 +102,55 @@ export class RemoteEventStore implements EventStore {
     }
   }
 
-  async *readStream(stream: string, options: ReadStreamOptions = {}): AsyncGenerator<RecordedEvent> {
-    checkKnownKeys(options, READ_STREAM_OPTION_KEYS, 'options');
-    this.assertOpen();
-    validateStreamName(stream);
-    const from = options.fromVersion === undefined ? 1 : validatePosition(options.fromVersion, 'fromVersion');
-    const limit = validateLimit(options.limit);
-    // The server applies the bound; it is checked here first so that bad input fails without a request.
-    const bound = parseHistoryBound(options);
-    yield* readPages(from, limit, PAGE, async (version, size) => {
+  readStream(stream: string, options: ReadStreamOptions = {}): AsyncGenerator<RecordedEvent, undefined> {
+    return readPages(() => {
+      checkKnownKeys(options, READ_STREAM_OPTION_KEYS, 'options');
       this.assertOpen();
-      const page = await this.http.request<Page>('GET', `/v1/streams/${encodeURIComponent(stream)}/events`, {
-        query: { fromVersion: version, limit: size, ...bound },
-        retry: true,
-      });
-      return this.upcastPage(boundedPage(page, bound));
+      validateStreamName(stream);
+      const from =
+        options.fromVersion === undefined ? 1 : validatePosition(options.fromVersion, 'fromVersion');
+      const limit = validateLimit(options.limit);
+      // The server applies the bound; it is checked here first so that bad input fails without a request.
+      const bound = parseHistoryBound(options);
+      return {
+        from,
+        limit,
+        pageSize: PAGE,
+        fetchPage: async (version, size) => {
+          this.assertOpen();
+          const page = await this.http.request<Page>(
+            'GET',
+            `/v1/streams/${encodeURIComponent(stream)}/events`,
+            {
+              query: { fromVersion: version, limit: size, ...bound },
+              retry: true,
+            },
+          );
+          return this.upcastPage(boundedPage(page, bound));
+        },
+      };
     });
   }
 
-  async *readAll(options: ReadAllOptions = {}): AsyncGenerator<RecordedEvent> {
-    checkKnownKeys(options, READ_ALL_OPTION_KEYS, 'options');
-    this.assertOpen();
-    const after = options.after === undefined ? 0 : validatePosition(options.after, 'after');
-    const filter = normalizeFilter(options.filter);
-    const limit = validateLimit(options.limit);
-    yield* readPages(after, limit, PAGE, async (position, size) => {
+  readAll(options: ReadAllOptions = {}): AsyncGenerator<RecordedEvent, undefined> {
+    return readPages(() => {
+      checkKnownKeys(options, READ_ALL_OPTION_KEYS, 'options');
       this.assertOpen();
-      const page = await this.http.request<Page>('GET', '/v1/events', {
-        query: { after: position, limit: size, ...eventsQuery(filter) },
-        retry: true,
-      });
-      return this.upcastPage(page);
+      const after = options.after === undefined ? 0 : validatePosition(options.after, 'after');
+      const filter = normalizeFilter(options.filter);
+      return {
+        from: after,
+        limit: validateLimit(options.limit),
+        pageSize: PAGE,
+        fetchPage: async (position, size) => {
+          this.assertOpen();
+          const page = await this.http.request<Page>('GET', '/v1/events', {
+            query: { after: position, limit: size, ...eventsQuery(filter) },
+            retry: true,
+          });
+          return this.upcastPage(page);
+        },
+      };
     });
   }
 

@@ -288,30 +288,43 @@ export class PostgresEventStore implements EventStore {
     return result;
   }
 
-  async *readStream(stream: string, options: ReadStreamOptions = {}): AsyncGenerator<RecordedEvent> {
-    checkKnownKeys(options, READ_STREAM_OPTION_KEYS, 'options');
-    validateStreamName(stream);
-    const from = options.fromVersion === undefined ? 1 : validatePosition(options.fromVersion, 'fromVersion');
-    const limit = validateLimit(options.limit);
-    const bound = parseHistoryBound(options);
-    yield* readPages(from, limit, this.pageSize, async (version, size) => {
-      this.assertOpen();
-      const events = await this.queryEvents(this.streamQuery, [stream, version, size]);
-      return boundedPage(
-        tablePage(events, size, (last) => last.version + 1),
-        bound,
-      );
+  readStream(stream: string, options: ReadStreamOptions = {}): AsyncGenerator<RecordedEvent, undefined> {
+    return readPages(() => {
+      checkKnownKeys(options, READ_STREAM_OPTION_KEYS, 'options');
+      validateStreamName(stream);
+      const from =
+        options.fromVersion === undefined ? 1 : validatePosition(options.fromVersion, 'fromVersion');
+      const limit = validateLimit(options.limit);
+      const bound = parseHistoryBound(options);
+      return {
+        from,
+        limit,
+        pageSize: this.pageSize,
+        fetchPage: async (version, size) => {
+          this.assertOpen();
+          const events = await this.queryEvents(this.streamQuery, [stream, version, size]);
+          return boundedPage(
+            tablePage(events, size, (last) => last.version + 1),
+            bound,
+          );
+        },
+      };
     });
   }
 
-  async *readAll(options: ReadAllOptions = {}): AsyncGenerator<RecordedEvent> {
-    checkKnownKeys(options, READ_ALL_OPTION_KEYS, 'options');
-    const after = options.after === undefined ? 0 : validatePosition(options.after, 'after');
-    const filter = normalizeFilter(options.filter);
-    const limit = validateLimit(options.limit);
-    yield* readPages(after, limit, this.pageSize, async (position, size) =>
-      tablePage(await this.readPage(position, filter, size), size, (last) => last.position),
-    );
+  readAll(options: ReadAllOptions = {}): AsyncGenerator<RecordedEvent, undefined> {
+    return readPages(() => {
+      checkKnownKeys(options, READ_ALL_OPTION_KEYS, 'options');
+      const after = options.after === undefined ? 0 : validatePosition(options.after, 'after');
+      const filter = normalizeFilter(options.filter);
+      return {
+        from: after,
+        limit: validateLimit(options.limit),
+        pageSize: this.pageSize,
+        fetchPage: async (position, size) =>
+          tablePage(await this.readPage(position, filter, size), size, (last) => last.position),
+      };
+    });
   }
 
   /**

@@ -220,40 +220,54 @@ export class SqliteEventStore implements EventStore {
     }
   }
 
-  async *readStream(stream: string, options: ReadStreamOptions = {}): AsyncGenerator<RecordedEvent> {
-    checkKnownKeys(options, READ_STREAM_OPTION_KEYS, 'options');
-    validateStreamName(stream);
-    const from = options.fromVersion === undefined ? 1 : validatePosition(options.fromVersion, 'fromVersion');
-    const limit = validateLimit(options.limit);
-    const bound = parseHistoryBound(options);
-    this.assertOpen();
-    const stmt = (this.streamPageStmt ??= this.db
-      .prepare(
-        `SELECT ${EVENT_COLUMNS} FROM idem_events WHERE stream = ? AND version >= ? ORDER BY version LIMIT ?`,
-      )
-      .raw(true));
-    yield* readPages(from, limit, this.pageSize, async (version, size) => {
+  readStream(stream: string, options: ReadStreamOptions = {}): AsyncGenerator<RecordedEvent, undefined> {
+    return readPages(() => {
+      checkKnownKeys(options, READ_STREAM_OPTION_KEYS, 'options');
+      validateStreamName(stream);
+      const from =
+        options.fromVersion === undefined ? 1 : validatePosition(options.fromVersion, 'fromVersion');
+      const limit = validateLimit(options.limit);
+      const bound = parseHistoryBound(options);
       this.assertOpen();
-      const events = await this.readable(this.toEvents(stmt.all(stream, version, size) as EventTuple[]));
-      return boundedPage(
-        tablePage(events, size, (last) => last.version + 1),
-        bound,
-      );
+      const stmt = (this.streamPageStmt ??= this.db
+        .prepare(
+          `SELECT ${EVENT_COLUMNS} FROM idem_events WHERE stream = ? AND version >= ? ORDER BY version LIMIT ?`,
+        )
+        .raw(true));
+      return {
+        from,
+        limit,
+        pageSize: this.pageSize,
+        fetchPage: async (version, size) => {
+          this.assertOpen();
+          const events = await this.readable(this.toEvents(stmt.all(stream, version, size) as EventTuple[]));
+          return boundedPage(
+            tablePage(events, size, (last) => last.version + 1),
+            bound,
+          );
+        },
+      };
     });
   }
 
-  async *readAll(options: ReadAllOptions = {}): AsyncGenerator<RecordedEvent> {
-    checkKnownKeys(options, READ_ALL_OPTION_KEYS, 'options');
-    const after = options.after === undefined ? 0 : validatePosition(options.after, 'after');
-    const filter = normalizeFilter(options.filter);
-    const limit = validateLimit(options.limit);
-    yield* readPages(after, limit, this.pageSize, async (position, size) => {
-      this.assertOpen();
-      return tablePage(
-        await this.readable(this.page(position, Number.MAX_SAFE_INTEGER, filter, size).events),
-        size,
-        (last) => last.position,
-      );
+  readAll(options: ReadAllOptions = {}): AsyncGenerator<RecordedEvent, undefined> {
+    return readPages(() => {
+      checkKnownKeys(options, READ_ALL_OPTION_KEYS, 'options');
+      const after = options.after === undefined ? 0 : validatePosition(options.after, 'after');
+      const filter = normalizeFilter(options.filter);
+      return {
+        from: after,
+        limit: validateLimit(options.limit),
+        pageSize: this.pageSize,
+        fetchPage: async (position, size) => {
+          this.assertOpen();
+          return tablePage(
+            await this.readable(this.page(position, Number.MAX_SAFE_INTEGER, filter, size).events),
+            size,
+            (last) => last.position,
+          );
+        },
+      };
     });
   }
 

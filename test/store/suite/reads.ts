@@ -54,6 +54,31 @@ export function readTests(make: MakeStore): void {
         assert.equal(await store.streamVersion(s.toUpperCase()), 3);
       }));
 
+    it('answers next() calls made without waiting in order, and is done after return()', () =>
+      withStore(make, async (store) => {
+        const s = randomStream();
+        await store.append(s, events(5));
+        const read = store.readStream(s)[Symbol.asyncIterator]();
+        const answers = await Promise.all(Array.from({ length: 7 }, () => read.next()));
+        assert.deepEqual(
+          answers.map((r) => (r.done ? 'done' : r.value.version)),
+          [1, 2, 3, 4, 5, 'done', 'done'],
+        );
+        const stopped = store.readStream(s)[Symbol.asyncIterator]();
+        const first = stopped.next();
+        const ended = stopped.return?.();
+        const after = stopped.next();
+        const one = await first;
+        assert.equal(one.done ? undefined : one.value.version, 1);
+        assert.equal((await ended)?.done, true);
+        assert.equal((await after).done, true, 'a read ended by return() yields nothing more');
+      }));
+
+    it('checks its options when iterated, not when called', async () => {
+      const read = shared().readStream('ok-1', { limit: 0 });
+      await rejectsWith(read[Symbol.asyncIterator]().next(), 'invalid_input', 'limit');
+    });
+
     for (const [what, stream, options, field] of [
       ['an empty stream name', '', {}, 'stream'],
       ['fromVersion -1', 'ok-1', { fromVersion: -1 }, 'fromVersion'],
