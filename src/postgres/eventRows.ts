@@ -43,6 +43,12 @@ export function isoText(expression: string): string {
 export const EVENT_TUPLE_COLUMNS = `position, id, stream, version, type, data, metadata,
   ${isoText('recorded_at')} AS recorded_at`;
 
+/**
+ * `EVENT_TUPLE_COLUMNS` for a read of one stream, whose name the reader knows: the stream column is
+ * a NULL (no text to send and decode per row), filled in by `tuplesToRecordedEvents(rows, stream)`.
+ */
+export const STREAM_TUPLE_COLUMNS = EVENT_TUPLE_COLUMNS.replace('stream,', 'NULL::text AS stream,');
+
 /** A row of `EVENT_TUPLE_COLUMNS` as `pg` returns it with `rowMode: 'array'` (json parsed, bigint as text). */
 export type PostgresEventTuple = [
   position: string,
@@ -55,14 +61,20 @@ export type PostgresEventTuple = [
   recordedAt: string,
 ];
 
-/** The events of one page of array rows, in order. */
-export function tuplesToRecordedEvents(rows: readonly PostgresEventTuple[]): RecordedEvent[] {
+/**
+ * The events of one page of array rows, in order. `stream`: the stream of every row, for rows of
+ * `STREAM_TUPLE_COLUMNS`.
+ */
+export function tuplesToRecordedEvents(
+  rows: readonly PostgresEventTuple[],
+  stream?: string,
+): RecordedEvent[] {
   const out = new Array<RecordedEvent>(rows.length);
   for (let i = 0; i < rows.length; i++) {
     const row = rows[i]!;
     out[i] = {
       id: row[1],
-      stream: row[2],
+      stream: stream ?? row[2],
       type: row[4],
       version: row[3],
       position: Number(row[0]),

@@ -46,6 +46,7 @@ import { RETRY_OPTION_KEYS, withReconnect, type RetryOptions } from './connectio
 import { guardPool, KeptClients } from './checkout.js';
 import {
   EVENT_TUPLE_COLUMNS,
+  STREAM_TUPLE_COLUMNS,
   filterSql,
   isoText,
   partitionExpression,
@@ -239,7 +240,7 @@ export class PostgresEventStore implements EventStore {
     this.prepared = options.preparedStatements ?? true;
     this.streamQuery = {
       ...this.statementName('read_stream'),
-      text: `SELECT ${EVENT_TUPLE_COLUMNS} FROM ${this.s}.events WHERE stream = $1 AND version >= $2 ORDER BY version LIMIT $3`,
+      text: `SELECT ${STREAM_TUPLE_COLUMNS} FROM ${this.s}.events WHERE stream = $1 AND version >= $2 ORDER BY version LIMIT $3`,
     };
     this.clients = new KeptClients(pool);
     this.batcher = new AppendBatcher({ clients: this.clients, s: this.s, preparedStatements: this.prepared });
@@ -302,7 +303,7 @@ export class PostgresEventStore implements EventStore {
         pageSize: this.pageSize,
         fetchPage: async (version, size) => {
           this.assertOpen();
-          const events = await this.queryEvents(this.streamQuery, [stream, version, size]);
+          const events = await this.queryEvents(this.streamQuery, [stream, version, size], { stream });
           return boundedPage(
             tablePage(events, size, (last) => last.version + 1),
             bound,
@@ -348,7 +349,7 @@ export class PostgresEventStore implements EventStore {
       // as text, so it costs no conversion. Named as a subscription's page is (see `filterName`).
       return { query: { ...this.filterName('read', key), text }, params: sql.params };
     });
-    return this.queryEvents(q.query, [after, limit, ...q.params], maxBytes);
+    return this.queryEvents(q.query, [after, limit, ...q.params], { maxBytes });
   }
 
   /**
@@ -684,13 +685,14 @@ export class PostgresEventStore implements EventStore {
   }
 
   /**
-   * Runs a read of `EVENT_TUPLE_COLUMNS` (rows as arrays: no object per row to build and drop). With
-   * `maxBytes`, the query's ninth column is each row's size, and the page ends at that bound.
+   * Runs a read of `EVENT_TUPLE_COLUMNS` (rows as arrays: no object per row to build and drop), or of
+   * `STREAM_TUPLE_COLUMNS` given the `stream` it reads. With `maxBytes`, the query's ninth column is
+   * each row's size, and the page ends at that bound.
    */
   private async queryEvents(
     query: NamedQuery,
     values: unknown[],
-    maxBytes?: number,
+    { maxBytes, stream }: { maxBytes?: number | undefined; stream?: string } = {},
   ): Promise<RecordedEvent[]> {
     const r = await withReconnect(
       () => this.clients.query<PostgresEventTuple>({ ...query, values, rowMode: 'array' }),
@@ -698,10 +700,10 @@ export class PostgresEventStore implements EventStore {
       this.countFault,
     );
     const rows = r.rows;
-    if (maxBytes === undefined) return this.toEvents(rows);
+    if (maxBytes === undefined) return this.toEvents(rows, stream);
     const sizeOf = (i: number): number => (rows[i] as unknown as number[])[8]!;
     const keep = countWithinBytes(rows.length, sizeOf, maxBytes);
-    return this.toEvents(keep < rows.length ? rows.slice(0, keep) : rows);
+    return this.toEvents(keep < rows.length ? rows.slice(0, keep) : rows, stream);
   }
 
   async migrationStatus(): Promise<MigrationStatus> {
@@ -714,9 +716,9 @@ export class PostgresEventStore implements EventStore {
     return migrationStatus(current, STORE_MIGRATIONS);
   }
 
-  /** Rows as events, decrypted (with `encrypt`) and then upcast. */
-  private async toEvents(rows: PostgresEventTuple[]): Promise<RecordedEvent[]> {
-    let events = tuplesToRecordedEvents(rows);
+  /** Rows as events (`stream`: see `tuplesToRecordedEvents`), decrypted (with `encrypt`) and then upcast. */
+  private async toEvents(rows: PostgresEventTuple[], stream?: string): Promise<RecordedEvent[]> {
+    let events = tuplesToRecordedEvents(rows, stream);
     if (this.cipher) events = await this.cipher.open(events);
     return this.upcast === null ? events : this.upcast(events);
   }
