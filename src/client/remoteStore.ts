@@ -2,8 +2,6 @@
 import { ClosedError, IdemError, InvalidInputError } from '../core/errors.js';
 import type { AppendResult, NewEvent, RecordedEvent } from '../core/event.js';
 import {
-  READ_ALL_OPTION_KEYS,
-  READ_STREAM_OPTION_KEYS,
   type AppendOptions,
   type EventStore,
   type ReadAllOptions,
@@ -14,9 +12,10 @@ import {
 import { validateShredsRange, validateSubject } from '../core/encryption.js';
 import { checkKnownKeys } from '../core/knownKeys.js';
 import { appendExpectation } from '../core/expectedVersion.js';
-import { normalizeFilter, type EventFilter } from '../core/filter.js';
-import { boundedPage, parseHistoryBound } from '../core/history.js';
+import type { EventFilter } from '../core/filter.js';
+import { boundedPage } from '../core/history.js';
 import type { MigrationStatus } from '../core/migrationStatus.js';
+import { checkAllRead, checkStreamRead } from '../core/readOptions.js';
 import { readPages, type Page } from '../core/readPages.js';
 import {
   DEAD_LETTER_BULK_OPTION_KEYS,
@@ -39,7 +38,6 @@ import {
 import {
   prepareAppend,
   validateConsumerName,
-  validateLimit,
   validatePosition,
   validateStreamName,
 } from '../core/validation.js';
@@ -104,14 +102,9 @@ export class RemoteEventStore implements EventStore {
 
   readStream(stream: string, options: ReadStreamOptions = {}): AsyncGenerator<RecordedEvent, undefined> {
     return readPages(() => {
-      checkKnownKeys(options, READ_STREAM_OPTION_KEYS, 'options');
-      this.assertOpen();
-      validateStreamName(stream);
-      const from =
-        options.fromVersion === undefined ? 1 : validatePosition(options.fromVersion, 'fromVersion');
-      const limit = validateLimit(options.limit);
       // The server applies the bound; it is checked here first so that bad input fails without a request.
-      const bound = parseHistoryBound(options);
+      const { from, limit, bound } = checkStreamRead(stream, options);
+      this.assertOpen();
       return {
         from,
         limit,
@@ -134,13 +127,11 @@ export class RemoteEventStore implements EventStore {
 
   readAll(options: ReadAllOptions = {}): AsyncGenerator<RecordedEvent, undefined> {
     return readPages(() => {
-      checkKnownKeys(options, READ_ALL_OPTION_KEYS, 'options');
+      const { after, filter, limit } = checkAllRead(options);
       this.assertOpen();
-      const after = options.after === undefined ? 0 : validatePosition(options.after, 'after');
-      const filter = normalizeFilter(options.filter);
       return {
         from: after,
-        limit: validateLimit(options.limit),
+        limit,
         pageSize: PAGE,
         fetchPage: async (position, size) => {
           this.assertOpen();

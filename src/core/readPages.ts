@@ -1,4 +1,8 @@
 import type { RecordedEvent } from './event.js';
+import type { ReadAllOptions, ReadStreamOptions } from './eventStore.js';
+import type { EventFilter } from './filter.js';
+import { boundedPage } from './history.js';
+import { checkAllRead, checkStreamRead } from './readOptions.js';
 
 /** One page of a paged read: its events, and where the next page starts (null: the read is done). */
 export interface Page {
@@ -160,4 +164,51 @@ export function tablePage(
 ): Page {
   const last = events[events.length - 1];
   return { events, next: last === undefined || events.length < size ? null : nextFrom(last) };
+}
+
+/**
+ * `readStream` of a store that reads a stream from a table, `fetch(version, size)` returning up to
+ * `size` of its events from `version` on, in order: the options checked at the first `next()`, the
+ * pages cut at the history bound.
+ */
+export function readStreamTable(
+  stream: string,
+  options: ReadStreamOptions,
+  pageSize: number,
+  fetch: (version: number, size: number) => Promise<readonly RecordedEvent[]>,
+): AsyncGenerator<RecordedEvent, undefined> {
+  return readPages(() => {
+    const { from, limit, bound } = checkStreamRead(stream, options);
+    return {
+      from,
+      limit,
+      pageSize,
+      fetchPage: async (version, size) =>
+        boundedPage(
+          tablePage(await fetch(version, size), size, (last) => last.version + 1),
+          bound,
+        ),
+    };
+  });
+}
+
+/**
+ * `readAll` of a store that reads its log from a table, `fetch(after, filter, size)` returning up to
+ * `size` events after position `after` that match the normalised `filter`, in order.
+ */
+export function readAllTable(
+  options: ReadAllOptions,
+  pageSize: number,
+  fetch: (after: number, filter: EventFilter, size: number) => Promise<readonly RecordedEvent[]>,
+): AsyncGenerator<RecordedEvent, undefined> {
+  return readPages(() => {
+    const { after, filter, limit } = checkAllRead(options);
+    return {
+      from: after,
+      limit,
+      pageSize,
+      fetchPage: async (position, size) =>
+        tablePage(await fetch(position, filter, size), size, (last) => last.position),
+    };
+  });
 }

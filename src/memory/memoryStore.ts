@@ -1,6 +1,4 @@
 import {
-  READ_ALL_OPTION_KEYS,
-  READ_STREAM_OPTION_KEYS,
   type AppendOptions,
   type EventStore,
   type ReadAllOptions,
@@ -11,14 +9,15 @@ import type { AppendResult, NewEvent, RecordedEvent } from '../core/event.js';
 import { ClosedError } from '../core/errors.js';
 import { appendExpectation, satisfies } from '../core/expectedVersion.js';
 import { WrongExpectedVersionError } from '../core/errors.js';
-import { matchesFilter, normalizeFilter, type EventFilter } from '../core/filter.js';
+import { matchesFilter, type EventFilter } from '../core/filter.js';
 import { resolveIdempotentAppend, type ExistingEvent } from '../core/idempotency.js';
 import { CHECKS_APPENDS_FIRST, resolveStoreLimits, type StoreLimits } from '../core/limits.js';
 import type { MigrationStatus } from '../core/migrationStatus.js';
-import { isPastBound, parseHistoryBound } from '../core/history.js';
+import { isPastBound } from '../core/history.js';
+import { checkAllRead, checkStreamRead } from '../core/readOptions.js';
 import { compileUpcasters, type UpcastEvents, type Upcasters } from '../core/upcasters.js';
 import type { ConsumerAdmin, DeadLetterAdmin, SubscribeOptions, Subscription } from '../core/subscription.js';
-import { prepareAppend, validateLimit, validatePosition, validateStreamName } from '../core/validation.js';
+import { prepareAppend, validateStreamName } from '../core/validation.js';
 import { AppendListeners } from '../core/appendListeners.js';
 import { SubscriptionService } from '../subscriptions/subscriptionService.js';
 import {
@@ -135,11 +134,7 @@ export class MemoryEventStore implements EventStore {
   }
 
   async *readStream(stream: string, options: ReadStreamOptions = {}): AsyncGenerator<RecordedEvent> {
-    checkKnownKeys(options, READ_STREAM_OPTION_KEYS, 'options');
-    validateStreamName(stream);
-    const from = options.fromVersion === undefined ? 1 : validatePosition(options.fromVersion, 'fromVersion');
-    const limit = validateLimit(options.limit);
-    const bound = parseHistoryBound(options);
+    const { from, limit, bound } = checkStreamRead(stream, options);
     const history = this.streams.get(stream) ?? [];
     let yielded = 0;
     for (let i = Math.max(0, from - 1); i < history.length; i++) {
@@ -153,10 +148,7 @@ export class MemoryEventStore implements EventStore {
   }
 
   async *readAll(options: ReadAllOptions = {}): AsyncGenerator<RecordedEvent> {
-    checkKnownKeys(options, READ_ALL_OPTION_KEYS, 'options');
-    const after = options.after === undefined ? 0 : validatePosition(options.after, 'after');
-    const filter = normalizeFilter(options.filter);
-    const limit = validateLimit(options.limit);
+    const { after, filter, limit } = checkAllRead(options);
     let yielded = 0;
     for (let i = after; i < this.log.length; i++) {
       if (limit !== undefined && yielded >= limit) return;

@@ -1,8 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { Client, Pool } from 'pg';
 import {
-  READ_ALL_OPTION_KEYS,
-  READ_STREAM_OPTION_KEYS,
   type AppendOptions,
   type EventStore,
   type ReadAllOptions,
@@ -13,11 +11,10 @@ import {
 import { checkKnownKeys, type KnownKeys } from '../core/knownKeys.js';
 import type { AppendResult, NewEvent, RecordedEvent } from '../core/event.js';
 import { ClosedError, InvalidInputError, StoreNotFoundError } from '../core/errors.js';
-import { filterKey, normalizeFilter, streamProbes, type EventFilter } from '../core/filter.js';
+import { filterKey, streamProbes, type EventFilter } from '../core/filter.js';
 import { CHECKS_APPENDS_FIRST, resolveStoreLimits, type StoreLimits } from '../core/limits.js';
 import { migrationStatus, type MigrationStatus } from '../core/migrationStatus.js';
-import { readPages, tablePage } from '../core/readPages.js';
-import { boundedPage, parseHistoryBound } from '../core/history.js';
+import { readAllTable, readStreamTable } from '../core/readPages.js';
 import { compileUpcasters, type UpcastEvents, type Upcasters } from '../core/upcasters.js';
 import {
   validateShredsRange,
@@ -38,7 +35,7 @@ import { QueryCache } from '../core/queryCache.js';
 import type { ConsumerAdmin, DeadLetterAdmin, SubscribeOptions, Subscription } from '../core/subscription.js';
 import { countWithinBytes } from '../core/pageBytes.js';
 import { streamHash } from '../core/streamHash.js';
-import { validateLimit, validatePosition, validateStreamName } from '../core/validation.js';
+import { validateStreamName } from '../core/validation.js';
 import { AppendBatcher } from './appendBatcher.js';
 import { appendEvents } from './appendEvents.js';
 import { AppendNotifier } from './appendNotifier.js';
@@ -290,42 +287,14 @@ export class PostgresEventStore implements EventStore {
   }
 
   readStream(stream: string, options: ReadStreamOptions = {}): AsyncGenerator<RecordedEvent, undefined> {
-    return readPages(() => {
-      checkKnownKeys(options, READ_STREAM_OPTION_KEYS, 'options');
-      validateStreamName(stream);
-      const from =
-        options.fromVersion === undefined ? 1 : validatePosition(options.fromVersion, 'fromVersion');
-      const limit = validateLimit(options.limit);
-      const bound = parseHistoryBound(options);
-      return {
-        from,
-        limit,
-        pageSize: this.pageSize,
-        fetchPage: async (version, size) => {
-          this.assertOpen();
-          const events = await this.queryEvents(this.streamQuery, [stream, version, size], { stream });
-          return boundedPage(
-            tablePage(events, size, (last) => last.version + 1),
-            bound,
-          );
-        },
-      };
+    return readStreamTable(stream, options, this.pageSize, (version, size) => {
+      this.assertOpen();
+      return this.queryEvents(this.streamQuery, [stream, version, size], { stream });
     });
   }
 
   readAll(options: ReadAllOptions = {}): AsyncGenerator<RecordedEvent, undefined> {
-    return readPages(() => {
-      checkKnownKeys(options, READ_ALL_OPTION_KEYS, 'options');
-      const after = options.after === undefined ? 0 : validatePosition(options.after, 'after');
-      const filter = normalizeFilter(options.filter);
-      return {
-        from: after,
-        limit: validateLimit(options.limit),
-        pageSize: this.pageSize,
-        fetchPage: async (position, size) =>
-          tablePage(await this.readPage(position, filter, size), size, (last) => last.position),
-      };
-    });
+    return readAllTable(options, this.pageSize, (after, filter, size) => this.readPage(after, filter, size));
   }
 
   /**

@@ -2,8 +2,6 @@ import { existsSync } from 'node:fs';
 import type Database from 'better-sqlite3';
 import { AppendListeners } from '../core/appendListeners.js';
 import {
-  READ_ALL_OPTION_KEYS,
-  READ_STREAM_OPTION_KEYS,
   type AppendOptions,
   type EventStore,
   type ReadAllOptions,
@@ -15,11 +13,10 @@ import { checkKnownKeys, type KnownKeys } from '../core/knownKeys.js';
 import type { AppendResult, NewEvent, RecordedEvent } from '../core/event.js';
 import { ClosedError, InvalidInputError, StoreNotFoundError } from '../core/errors.js';
 import { appendExpectation } from '../core/expectedVersion.js';
-import { filterKey, normalizeFilter, streamProbes, type EventFilter } from '../core/filter.js';
+import { filterKey, streamProbes, type EventFilter } from '../core/filter.js';
 import { CHECKS_APPENDS_FIRST, resolveStoreLimits, type StoreLimits } from '../core/limits.js';
 import { migrationStatus, type MigrationStatus } from '../core/migrationStatus.js';
-import { readPages, tablePage } from '../core/readPages.js';
-import { boundedPage, parseHistoryBound } from '../core/history.js';
+import { readAllTable, readStreamTable } from '../core/readPages.js';
 import { compileUpcasters, type UpcastEvents, type Upcasters } from '../core/upcasters.js';
 import {
   resolveEncryptOptions,
@@ -31,7 +28,7 @@ import {
 import { QueryCache } from '../core/queryCache.js';
 import type { ConsumerAdmin, DeadLetterAdmin, SubscribeOptions, Subscription } from '../core/subscription.js';
 import { countWithinBytes } from '../core/pageBytes.js';
-import { prepareAppend, validateLimit, validatePosition, validateStreamName } from '../core/validation.js';
+import { prepareAppend, validateLimit, validateStreamName } from '../core/validation.js';
 import { SubscriptionService } from '../subscriptions/subscriptionService.js';
 import {
   scanEnd,
@@ -221,53 +218,21 @@ export class SqliteEventStore implements EventStore {
   }
 
   readStream(stream: string, options: ReadStreamOptions = {}): AsyncGenerator<RecordedEvent, undefined> {
-    return readPages(() => {
-      checkKnownKeys(options, READ_STREAM_OPTION_KEYS, 'options');
-      validateStreamName(stream);
-      const from =
-        options.fromVersion === undefined ? 1 : validatePosition(options.fromVersion, 'fromVersion');
-      const limit = validateLimit(options.limit);
-      const bound = parseHistoryBound(options);
+    return readStreamTable(stream, options, this.pageSize, (version, size) => {
       this.assertOpen();
       const stmt = (this.streamPageStmt ??= this.db
         .prepare(
           `SELECT ${EVENT_COLUMNS} FROM idem_events WHERE stream = ? AND version >= ? ORDER BY version LIMIT ?`,
         )
         .raw(true));
-      return {
-        from,
-        limit,
-        pageSize: this.pageSize,
-        fetchPage: async (version, size) => {
-          this.assertOpen();
-          const events = await this.readable(this.toEvents(stmt.all(stream, version, size) as EventTuple[]));
-          return boundedPage(
-            tablePage(events, size, (last) => last.version + 1),
-            bound,
-          );
-        },
-      };
+      return this.readable(this.toEvents(stmt.all(stream, version, size) as EventTuple[]));
     });
   }
 
   readAll(options: ReadAllOptions = {}): AsyncGenerator<RecordedEvent, undefined> {
-    return readPages(() => {
-      checkKnownKeys(options, READ_ALL_OPTION_KEYS, 'options');
-      const after = options.after === undefined ? 0 : validatePosition(options.after, 'after');
-      const filter = normalizeFilter(options.filter);
-      return {
-        from: after,
-        limit: validateLimit(options.limit),
-        pageSize: this.pageSize,
-        fetchPage: async (position, size) => {
-          this.assertOpen();
-          return tablePage(
-            await this.readable(this.page(position, Number.MAX_SAFE_INTEGER, filter, size).events),
-            size,
-            (last) => last.position,
-          );
-        },
-      };
+    return readAllTable(options, this.pageSize, (after, filter, size) => {
+      this.assertOpen();
+      return this.readable(this.page(after, Number.MAX_SAFE_INTEGER, filter, size).events);
     });
   }
 
