@@ -49,11 +49,14 @@ export const EVENT_TUPLE_COLUMNS = `position, id, stream, version, type, data, m
  */
 export const STREAM_TUPLE_COLUMNS = EVENT_TUPLE_COLUMNS.replace('stream,', 'NULL::text AS stream,');
 
-/** A row of `EVENT_TUPLE_COLUMNS` as `pg` returns it with `rowMode: 'array'` (json parsed, bigint as text). */
+/**
+ * A row of `EVENT_TUPLE_COLUMNS` (or `STREAM_TUPLE_COLUMNS`, whose stream is null) as `pg` returns it
+ * with `rowMode: 'array'` (json parsed, bigint as text).
+ */
 export type PostgresEventTuple = [
   position: string,
   id: string,
-  stream: string,
+  stream: string | null,
   version: number,
   type: string,
   data: JsonValue,
@@ -74,7 +77,7 @@ export function tuplesToRecordedEvents(
     const row = rows[i]!;
     out[i] = {
       id: row[1],
-      stream: stream ?? row[2],
+      stream: stream ?? (row[2] as string),
       type: row[4],
       version: row[3],
       position: Number(row[0]),
