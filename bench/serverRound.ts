@@ -1,0 +1,257 @@
+// Where a round of 16 concurrent single-event appends through the server goes (docs/benchmarks.md,
+// "Known to be missed", appends through the server), beside the same round in-process and a bare
+// TCP round trip between two processes:
+//   node --import tsx bench/serverRound.ts [sqlite | postgres-url] [events] [runs]
+// Each run: a server on a new store in a child process (this file, forked), 20,000 appends from 16
+// callers through `connect(url)`'s append WebSocket to warm it up, then `events` (default 10,000)
+// timed, each step the median over the run's frames; then the same callers in-process on a new
+// store; then 3,000 exchanges of a 4 KB buffer with an echo process over loopback TCP. Timestamps
+// come from `process.hrtime`, one monotonic clock for both processes; the WebSocket's `emit` and
+// `send` (the `ws` package's, which client and server share) and the store's `append` are wrapped to
+// take them. SQLite stores (durability full) go in a temporary directory, PostgreSQL ones in a new
+// database; both are removed at the end.
+import { fork, type ChildProcess } from 'node:child_process';
+import { createServer, connect as tcpConnect, type AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import WebSocket from 'ws';
+import { connect } from '../src/client/index.js';
+import type { EventStore } from '../src/core/eventStore.js';
+import { BenchResources } from '../src/bench/resources.js';
+import { openPostgresStore } from '../src/postgres/index.js';
+import { startServer } from '../src/server/index.js';
+import { openSqliteStore } from '../src/sqlite/index.js';
+
+const CALLERS = 16;
+const WARM_UP = 20_000;
+
+const now = (): number => Number(process.hrtime.bigint()) / 1000;
+
+/** Records when a WebSocket of this process emits a message and when it sends one. */
+function recordFrames(): { received: number[]; sent: number[] } {
+  const times = { received: [] as number[], sent: [] as number[] };
+  const proto = WebSocket.prototype as unknown as {
+    emit: (event: string | symbol, ...args: unknown[]) => boolean;
+    send: (...args: unknown[]) => void;
+  };
+  const emit = proto.emit;
+  const send = proto.send;
+  proto.emit = function (this: unknown, event, ...args) {
+    if (event === 'message') times.received.push(now());
+    return emit.call(this, event, ...args);
+  };
+  proto.send = function (this: unknown, ...args) {
+    times.sent.push(now());
+    send.apply(this, args);
+  };
+  return times;
+}
+
+/** Wraps `store.append`: each group's span, from its first call to its first result. */
+function recordGroups(store: EventStore): [number, number][] {
+  const groups: [number, number][] = [];
+  const append = store.append.bind(store);
+  let start: number | null = null;
+  store.append = async (...args) => {
+    start ??= now();
+    const mine = start;
+    const result = await append(...args);
+    if (start === mine) {
+      groups.push([mine, now()]);
+      start = null;
+    }
+    return result;
+  };
+  return groups;
+}
+
+function openStore(where: string): Promise<EventStore> {
+  return where.startsWith('postgres')
+    ? openPostgresStore({ connectionString: where })
+    : openSqliteStore({ path: where, durability: 'full' });
+}
+
+/** `n` single-event appends to streams `s-0` … `s-999` from 16 callers. */
+async function appendFrom16(store: Pick<EventStore, 'append'>, n: number): Promise<number> {
+  const t0 = now();
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: CALLERS }, async () => {
+      while (next < n) {
+        const i = next++;
+        await store.append(`s-${i % 1000}`, [{ type: 'Bench', data: { i, pad: 'x'.repeat(150) } }]);
+      }
+    }),
+  );
+  return n / ((now() - t0) / 1e6);
+}
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)] ?? NaN;
+}
+
+interface ServerTimes {
+  received: number[];
+  sent: number[];
+  groups: [number, number][];
+}
+
+/** The child: a server on the store at `where`; answers `times` with what it recorded since the last ask. */
+async function serve(where: string): Promise<void> {
+  const frames = recordFrames();
+  const store = await openStore(where);
+  const groups = recordGroups(store);
+  const server = await startServer({ store, port: 0 });
+  process.on('message', (m: string) => {
+    if (m === 'times') {
+      process.send!({ ...frames, groups } satisfies ServerTimes);
+      for (const list of [frames.received, frames.sent, groups]) list.length = 0;
+    } else {
+      void server
+        .close()
+        .then(() => store.close())
+        .then(() => process.exit(0));
+    }
+  });
+  process.send!(server.url);
+}
+
+/** The child: echoes what it reads on a TCP socket. */
+function echo(): void {
+  const server = createServer((socket) => {
+    socket.setNoDelay(true);
+    socket.on('data', (d) => socket.write(d));
+  });
+  server.listen(0, '127.0.0.1', () => process.send!((server.address() as AddressInfo).port));
+  process.on('disconnect', () => process.exit(0));
+}
+
+function nextMessage<T>(child: ChildProcess): Promise<T> {
+  return new Promise((resolve) => child.once('message', (m) => resolve(m as T)));
+}
+
+async function throughServer(where: string, events: number): Promise<Record<string, number>> {
+  const child = fork(new URL(import.meta.url), ['--serve', where]);
+  const url = await nextMessage<string>(child);
+  const frames = recordFrames();
+  const remote = connect(url);
+  try {
+    await appendFrom16(remote, WARM_UP);
+    child.send('times');
+    await nextMessage<ServerTimes>(child);
+    frames.received.length = 0;
+    frames.sent.length = 0;
+    const rate = await appendFrom16(remote, events);
+    child.send('times');
+    const server = await nextMessage<ServerTimes>(child);
+    const steps: Record<string, number[]> = {
+      'client to server': [],
+      'server: frame parsed, first append': [],
+      'server: the group (checks, commit)': [],
+      'server: results sent': [],
+      'server to client': [],
+      'client: results, next frame': [],
+    };
+    const s = Object.values(steps);
+    const k = Math.min(frames.sent.length, server.received.length, server.groups.length, server.sent.length);
+    for (let i = 1; i < k - 1; i++) {
+      const [first, done] = server.groups[i]!;
+      s[0]!.push(server.received[i]! - frames.sent[i]!);
+      s[1]!.push(first - server.received[i]!);
+      s[2]!.push(done - first);
+      s[3]!.push(server.sent[i]! - done);
+      s[4]!.push(frames.received[i]! - server.sent[i]!);
+      s[5]!.push(frames.sent[i + 1]! - frames.received[i]!);
+    }
+    return {
+      'events/s': rate,
+      'round, µs': (CALLERS / rate) * 1e6,
+      ...Object.fromEntries(Object.entries(steps).map(([name, xs]) => [`${name}, µs`, median(xs)])),
+    };
+  } finally {
+    await remote.close();
+    child.send('close');
+    await new Promise((resolve) => child.once('exit', resolve));
+  }
+}
+
+async function inProcess(where: string, events: number): Promise<Record<string, number>> {
+  const store = await openStore(where);
+  try {
+    const groups = recordGroups(store);
+    await appendFrom16(store, WARM_UP);
+    groups.length = 0;
+    const rate = await appendFrom16(store, events);
+    return {
+      'in-process events/s': rate,
+      'in-process round, µs': (CALLERS / rate) * 1e6,
+      'in-process group, µs': median(groups.map(([a, b]) => b - a)),
+    };
+  } finally {
+    await store.close();
+  }
+}
+
+async function tcpRoundTrip(): Promise<Record<string, number>> {
+  const child = fork(new URL(import.meta.url), ['--echo']);
+  const port = await nextMessage<number>(child);
+  const socket = tcpConnect(port, '127.0.0.1');
+  socket.setNoDelay(true);
+  await new Promise((resolve) => socket.once('connect', resolve));
+  const buf = Buffer.alloc(4096, 120);
+  const trips: number[] = [];
+  for (let i = 0; i < 3_000; i++) {
+    const t = now();
+    let got = 0;
+    const back = new Promise<void>((resolve) => {
+      const on = (d: Buffer): void => {
+        got += d.length;
+        if (got < buf.length) return;
+        socket.off('data', on);
+        resolve();
+      };
+      socket.on('data', on);
+    });
+    socket.write(buf);
+    await back;
+    trips.push(now() - t);
+  }
+  socket.destroy();
+  child.disconnect();
+  return { 'TCP round trip (4 KB), µs': median(trips) };
+}
+
+async function main(): Promise<void> {
+  const [target = 'sqlite', eventsArg = '10000', runsArg = '3'] = process.argv.slice(2);
+  const events = Number(eventsArg);
+  const runs = Number(runsArg);
+  const resources = new BenchResources(target.startsWith('postgres') ? target : '');
+  const newStore = async (): Promise<string> =>
+    target.startsWith('postgres') ? resources.postgresDatabase() : join(await resources.tempDir(), 'idem.db');
+  const rows: Record<string, number>[] = [];
+  try {
+    for (let run = 1; run <= runs; run++) {
+      rows.push({
+        ...(await throughServer(await newStore(), events)),
+        ...(await inProcess(await newStore(), events)),
+        ...(await tcpRoundTrip()),
+      });
+      console.error(`run ${run}/${runs} done`);
+    }
+  } finally {
+    await resources.cleanup();
+  }
+  console.log(
+    `| ${target.startsWith('postgres') ? 'PostgreSQL' : 'SQLite'} | ${rows.map((_, i) => `run ${i + 1}`).join(' | ')} |`,
+  );
+  console.log(`|---|${rows.map(() => '---').join('|')}|`);
+  for (const name of Object.keys(rows[0]!)) {
+    console.log(`| ${name} | ${rows.map((r) => Math.round(r[name]!).toLocaleString('en-US')).join(' | ')} |`);
+  }
+  const ratio = rows.map((r) => (r['events/s']! / r['in-process events/s']!).toFixed(2));
+  console.log(`| through the server / in-process | ${ratio.join(' | ')} |`);
+}
+
+if (process.argv[2] === '--serve') await serve(process.argv[3]!);
+else if (process.argv[2] === '--echo') echo();
+else await main();
