@@ -11,6 +11,7 @@ import { postgresTarget } from '../../src/postgres/target.js';
 import { createTempDatabase } from '../../test/support/postgres.js';
 import { checkAppends, retryingAppender } from '../appendCheck.js';
 import { countOutput, createPostgresOutput, postgresRecord, readPostgresOutput } from '../output.js';
+import { caughtUpWhileMoving } from '../catchUp.js';
 import { delay } from '../processes.js';
 import { readEvents } from '../stores.js';
 import { emptyBody, type Scenario, type ScenarioBody, type ScenarioContext } from '../types.js';
@@ -80,7 +81,8 @@ async function run(ctx: ScenarioContext): Promise<ScenarioBody> {
     }
     stop = true;
     const results = await Promise.all(appenders);
-    await consumer.whenCaughtUp({ timeoutMs: 120_000 });
+    // 3 statements per event, one round trip each: the catch-up after 30 s of appends may take minutes.
+    await caughtUpWhileMoving(consumer);
     await consumer.stop();
     const a = await checkAppends(store, results);
     const out = await readPostgresOutput(pool, CONSUMER);
