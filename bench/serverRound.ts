@@ -2,21 +2,23 @@
 // "Known to be missed", appends through the server), beside the same round in-process and a bare
 // TCP round trip between two processes:
 //   node --import tsx bench/serverRound.ts [sqlite | postgres-url] [events] [runs]
-// Each run: a server on a new store in a child process (this file, forked), 20,000 appends from 16
-// callers through `connect(url)`'s append WebSocket to warm it up, then `events` (default 10,000)
-// timed, each step the median over the run's frames; then the same callers in-process on a new
-// store; then 3,000 exchanges of a 4 KB buffer with an echo process over loopback TCP. Timestamps
-// come from `process.hrtime`, one monotonic clock for both processes; the WebSocket's `emit` and
-// `send` (the `ws` package's, which client and server share) and the store's `append` are wrapped to
-// take them. SQLite stores (durability full) go in a temporary directory, PostgreSQL ones in a new
-// database; both are removed at the end.
+// Each run: a server on a new store in a child process (this file, forked), 20,000 appends of the
+// bench's workload from 16 callers through `connect(url)`'s append WebSocket to warm it up, then
+// `events` (default 10,000) timed, each step the median over the run's frames; then the same
+// callers in-process on a new store; then 3,000 exchanges of a 4 KB buffer with an echo process over
+// loopback TCP. Timestamps come from `process.hrtime`, one monotonic clock for both processes; the
+// WebSocket's `emit` and `send` (the `ws` package's, which client and server share) and the store's
+// `append` are wrapped to take them. SQLite stores (durability full) go in a temporary directory,
+// PostgreSQL ones in a new database; both are removed at the end.
 import { fork, type ChildProcess } from 'node:child_process';
 import { createServer, connect as tcpConnect, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import WebSocket from 'ws';
 import { connect } from '../src/client/index.js';
 import type { EventStore } from '../src/core/eventStore.js';
+import { quantile } from '../src/bench/measure.js';
 import { BenchResources } from '../src/bench/resources.js';
+import { appendInCalls } from '../src/bench/scenarios/sqliteAppend.js';
 import { openPostgresStore } from '../src/postgres/index.js';
 import { startServer } from '../src/server/index.js';
 import { openSqliteStore } from '../src/sqlite/index.js';
@@ -70,24 +72,16 @@ function openStore(where: string): Promise<EventStore> {
     : openSqliteStore({ path: where, durability: 'full' });
 }
 
-/** `n` single-event appends to streams `s-0` … `s-999` from 16 callers. */
+/** `n` single-event appends of the bench's workload from 16 callers; answers events/s. */
 async function appendFrom16(store: Pick<EventStore, 'append'>, n: number): Promise<number> {
-  const t0 = now();
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: CALLERS }, async () => {
-      while (next < n) {
-        const i = next++;
-        await store.append(`s-${i % 1000}`, [{ type: 'Bench', data: { i, pad: 'x'.repeat(150) } }]);
-      }
-    }),
-  );
-  return n / ((now() - t0) / 1e6);
+  return (await appendInCalls(store, n, 1, CALLERS, 'v7')).eventsPerSec;
 }
 
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.floor(s.length / 2)] ?? NaN;
+function median(xs: readonly number[]): number {
+  return quantile(
+    [...xs].sort((a, b) => a - b),
+    0.5,
+  );
 }
 
 interface ServerTimes {
