@@ -81,8 +81,12 @@ async function run(ctx: ScenarioContext): Promise<ScenarioBody> {
     }
     stop = true;
     const results = await Promise.all(appenders);
+    const duringFaults = consumer.status().position;
+    const headAfterFaults = await store.headPosition();
+    const catchUpStarted = Date.now();
     // 3 statements per event, one round trip each: the catch-up after 30 s of appends may take minutes.
     await caughtUpWhileMoving(consumer);
+    const catchUpMs = Date.now() - catchUpStarted;
     await consumer.stop();
     const a = await checkAppends(store, results);
     const out = await readPostgresOutput(pool, CONSUMER);
@@ -99,6 +103,7 @@ async function run(ctx: ScenarioContext): Promise<ScenarioBody> {
     body.notes.push(
       `${results.reduce((n, x) => n + x.retries, 0)} append retries`,
       `consumer reconnects ${m.reconnects}`,
+      `consumer at position ${duringFaults} when the faults ended (head ${headAfterFaults}), caught up ${catchUpMs} ms later`,
     );
     const unexpected = results.flatMap((x) => x.unexpected);
     if (unexpected.length > 0)

@@ -89,6 +89,13 @@ class ConsumerRuntime<Tx> implements Consumer {
   private lastError: Error | null = null;
   private batchInFlight: Promise<unknown> | null = null;
   private failures = 0;
+  /**
+   * The most events in the next catch-up transaction: `batch.catchUpSize`, halved (down to
+   * `batch.size`) each time a batch fails with an error that ends the subscription (a lost
+   * connection, a failed commit), doubled back after each batch that commits. A target whose
+   * transactions are cut every few seconds then still commits, in smaller transactions.
+   */
+  private catchUpLimit: number;
   private lastHeadCheck = 0;
   private waiters = new Set<Waiter>();
   private lastReport = 0;
@@ -116,6 +123,7 @@ class ConsumerRuntime<Tx> implements Consumer {
     this.m = new ConsumerMetrics(this.o.name, this.o.metrics);
     this.pruner = new LedgerPruner(this.o, this.o.ledger);
     this.shreds = new ShredFollower(this.o);
+    this.catchUpLimit = this.o.batch.catchUpSize;
     // A source that keeps no dead letters (JetStream) refuses to park: there is nothing to hold back.
     this.detector =
       options.onError.outage && idemStoreOf(options.source)
@@ -253,7 +261,11 @@ class ConsumerRuntime<Tx> implements Consumer {
   }
 
   private async consume(run: Run, sub: Subscription): Promise<'ended' | 'failed'> {
-    const batcher = new MessageBatcher(sub[Symbol.asyncIterator](), this.o.batch);
+    const batcher = new MessageBatcher(sub[Symbol.asyncIterator](), {
+      size: this.o.batch.size,
+      maxWaitMs: this.o.batch.maxWaitMs,
+      catchUpSize: () => this.catchUpLimit,
+    });
     // A new subscription delivers again whatever was held; held failures are tried afresh.
     this.held = [];
     this.heldSince.clear();
@@ -296,7 +308,10 @@ class ConsumerRuntime<Tx> implements Consumer {
       const batch = this.gatedEvents(run, sub, events, work.redelivery);
       this.batchInFlight = batch;
       try {
-        const outcome = await batch;
+        const outcome = await batch.catch((err: unknown) => {
+          this.catchUpLimit = Math.max(this.o.batch.size, Math.floor(this.catchUpLimit / 2));
+          throw err;
+        });
         if (outcome === 'ended') return 'ended';
         if (outcome.stop) {
           await sub.fail({
@@ -314,6 +329,7 @@ class ConsumerRuntime<Tx> implements Consumer {
         this.batchInFlight = null;
       }
       this.failures = 0;
+      this.catchUpLimit = Math.min(this.o.batch.catchUpSize, 2 * this.catchUpLimit);
       await this.shreds.poll();
       if (this.held.length === 0 && this.withheld.caughtUp >= 0) {
         this.caughtUp(run, this.withheld.caughtUp);

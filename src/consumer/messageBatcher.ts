@@ -13,7 +13,8 @@ export type Work =
  * redelivery closes the batch and comes out on its own.
  *
  * - While catching up (until the subscription's first caught-up marker) consecutive pages are merged
- *   up to `catchUpSize` events without any timer: a catch-up source delivers either the next page or
+ *   up to `catchUpSize` events (read as each batch starts: the runtime lowers it after a failed
+ *   transaction) without any timer: a catch-up source delivers either the next page or
  *   the caught-up marker without waiting for new appends, so nothing is held back.
  * - Once live, consecutive event messages are merged up to `size` events, waiting at most
  *   `maxWaitMs` after the first for more (0: each message is a batch).
@@ -26,15 +27,15 @@ export class MessageBatcher {
   private ended = false;
   private live = false;
   private readonly size: number;
-  private readonly catchUpSize: number;
+  private readonly catchUpLimit: () => number;
   private readonly maxWaitMs: number;
 
   constructor(
     private readonly it: AsyncIterator<SubscriptionMessage>,
-    limits: { size: number; catchUpSize?: number; maxWaitMs: number },
+    limits: { size: number; catchUpSize: () => number; maxWaitMs: number },
   ) {
     this.size = limits.size;
-    this.catchUpSize = Math.max(limits.size, limits.catchUpSize ?? limits.size);
+    this.catchUpLimit = () => Math.max(limits.size, limits.catchUpSize());
     this.maxWaitMs = limits.maxWaitMs;
   }
 
@@ -89,13 +90,14 @@ export class MessageBatcher {
 
   /** Appends the pages that follow to `events`, up to `catchUpSize` events or the caught-up marker. */
   private async mergeCatchUp(events: RecordedEvent[]): Promise<void> {
-    while (events.length < this.catchUpSize) {
+    const limit = this.catchUpLimit();
+    while (events.length < limit) {
       const r = await this.pull();
       if (r.done) {
         this.ended = true;
         return;
       }
-      if (!this.take(events, r.value, this.catchUpSize)) return;
+      if (!this.take(events, r.value, limit)) return;
     }
   }
 

@@ -224,7 +224,9 @@ export interface BatchOptions {
    * Most events in one target transaction while catching up (from the start of a subscription until
    * the source says it caught up): the pages read are merged, so a long catch-up commits, acks and
    * writes each B-tree page of the target less often. Set it to `size` to commit page by page.
-   * At most 20000.
+   * After a batch fails with an error that ends the subscription (a lost connection, a failed
+   * commit), the next catch-up transactions are halved, down to `size`, and doubled back after
+   * each commit. At most 20000.
    * @default the larger of 2000 and `size`
    */
   catchUpSize?: number;

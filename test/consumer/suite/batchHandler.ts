@@ -5,7 +5,7 @@ import type { BatchHandler, BatchHandlerContext } from '../../../src/consumer/op
 import type { RecordedEvent } from '../../../src/core/event.js';
 import { randomStream } from '../../support/names.js';
 import { until } from '../../support/until.js';
-import { faultySource } from '../support/faults.js';
+import { faultySource, faultyTarget } from '../support/faults.js';
 import { withHarness, type Harness } from '../support/harness.js';
 import type { MakeTargetFixture } from '../support/targetFixture.js';
 
@@ -91,6 +91,59 @@ export function describeBatchHandler<Tx>(label: string, make: MakeTargetFixture<
           [1200],
           'three pages of 500 in one transaction',
         );
+        await c.stop();
+      }));
+
+    it('after a failed transaction, catch-up transactions halve (down to batch.size) and double back after each commit', () =>
+      withHarness(make, async (h) => {
+        const expected = await h.appendAmounts([randomStream('invoice'), randomStream('invoice')], 60);
+        const calls: Call[] = [];
+        const faults = { failRecords: 2 };
+        const c = h.consumer({
+          handleBatch: recordingBatch(h, calls),
+          target: faultyTarget(h.fx.target, faults),
+          batch: { size: 5, catchUpSize: 40 },
+          reconnect: { initialDelayMs: 1, maxDelayMs: 5 },
+        });
+        await c.start();
+        await c.whenCaughtUp();
+        assert.equal(faults.failRecords, 0);
+        assert.deepEqual(
+          calls.map((call) => call.positions.length),
+          [40, 20, 10, 20, 40, 40, 10],
+          'two failed transactions (40, then 20 events), then 10, 20, 40 and 40 commit, and the last 10',
+        );
+        assert.deepEqual(
+          calls.slice(2).flatMap((call) => call.positions),
+          Array.from({ length: 120 }, (_, i) => i + 1),
+        );
+        assert.deepEqual(await h.totals(), expected);
+        assert.equal(await h.fx.target.ledgerSize(h.name), 120);
+        assert.equal(c.metrics().reconnects, 2);
+        await c.stop();
+      }));
+
+    it('a target that cuts every transaction of more than 10 events still gets every event, 10 at a time', () =>
+      withHarness(make, async (h) => {
+        const expected = await h.appendAmounts([randomStream('invoice'), randomStream('invoice')], 30);
+        const calls: Call[] = [];
+        const c = h.consumer({
+          handleBatch: recordingBatch(h, calls),
+          target: faultyTarget(h.fx.target, { failRecordsOver: 10 }),
+          batch: { size: 5, catchUpSize: 40 },
+          reconnect: { initialDelayMs: 1, maxDelayMs: 5 },
+        });
+        await c.start();
+        await c.whenCaughtUp({ timeoutMs: 60_000 });
+        assert.deepEqual(await h.totals(), expected);
+        assert.equal(await h.fx.target.ledgerSize(h.name), 60);
+        // A fixed 40-event transaction would fail forever; each commit of 10 is followed by one cut
+        // transaction of 20 (the size doubled back), which halves it again; the last 10 fit in one.
+        assert.deepEqual(
+          calls.map((call) => call.positions.length),
+          [40, 20, 10, 20, 10, 20, 10, 20, 10, 20, 10, 10],
+        );
+        assert.equal(c.metrics().reconnects, 6);
         await c.stop();
       }));
 

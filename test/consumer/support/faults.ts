@@ -101,6 +101,8 @@ export function faultySource(store: EventStore, faults: SourceFaults): EventStor
 export interface TargetFaults {
   /** The next `failRecords` batches fail while writing ledger and checkpoint (a crash before commit). */
   failRecords?: number;
+  /** Every batch that would record more than this many ledger rows fails (a target that cuts long transactions). */
+  failRecordsOver?: number;
   /** Counts lookups (calls) and the ledger keys asked about, to show which events skip the ledger. */
   lookups?: { keys: number; versions: number; keysAsked?: string[] };
 }
@@ -128,6 +130,8 @@ export function faultyTarget<Tx>(target: ConsumerTarget<Tx>, faults: TargetFault
         faults.failRecords--;
         return Promise.reject(new Error('the process died before the commit (injected)'));
       }
+      if (faults.failRecordsOver !== undefined && r.entries.length > faults.failRecordsOver)
+        return Promise.reject(new Error('the connection was cut in a long transaction (injected)'));
       return t.record(c, r);
     },
     addOnce: (c, m, a) => t.addOnce(c, m, a),
