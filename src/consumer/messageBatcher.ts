@@ -13,8 +13,8 @@ export type Work =
  * redelivery closes the batch and comes out on its own.
  *
  * - While catching up (until the subscription's first caught-up marker) consecutive pages are merged
- *   up to `catchUpSize` events (read as each batch starts: the runtime lowers it after a failed
- *   transaction) without any timer: a catch-up source delivers either the next page or
+ *   up to `catchUpSize()` events (at least `size`; read as each batch starts: the runtime lowers it
+ *   after a failed transaction) without any timer: a catch-up source delivers either the next page or
  *   the caught-up marker without waiting for new appends, so nothing is held back.
  * - Once live, consecutive event messages are merged up to `size` events, waiting at most
  *   `maxWaitMs` after the first for more (0: each message is a batch).
@@ -27,7 +27,7 @@ export class MessageBatcher {
   private ended = false;
   private live = false;
   private readonly size: number;
-  private readonly catchUpLimit: () => number;
+  private readonly catchUpSize: () => number;
   private readonly maxWaitMs: number;
 
   constructor(
@@ -35,7 +35,7 @@ export class MessageBatcher {
     limits: { size: number; catchUpSize: () => number; maxWaitMs: number },
   ) {
     this.size = limits.size;
-    this.catchUpLimit = () => Math.max(limits.size, limits.catchUpSize());
+    this.catchUpSize = limits.catchUpSize;
     this.maxWaitMs = limits.maxWaitMs;
   }
 
@@ -90,7 +90,7 @@ export class MessageBatcher {
 
   /** Appends the pages that follow to `events`, up to `catchUpSize` events or the caught-up marker. */
   private async mergeCatchUp(events: RecordedEvent[]): Promise<void> {
-    const limit = this.catchUpLimit();
+    const limit = this.catchUpSize();
     while (events.length < limit) {
       const r = await this.pull();
       if (r.done) {
