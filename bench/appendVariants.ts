@@ -76,10 +76,46 @@ const SCALAR_FUNCTION = `
   END
   $fn$`;
 
-const VARIANTS: Record<string, readonly Piece[] | 'store' | 'scalar' | 'event'> = {
+/**
+ * `append_event` as one data-modifying statement (for measurement only): the head row's update, the
+ * probes, the insert and the notification in CTEs. The probes read the statement's snapshot, taken
+ * before the head row's lock, so it inserts only when the head it updated is the one that snapshot
+ * saw plus one (no append committed in between); otherwise, as when the id is stored or the
+ * expected version is wrong, `append_refused` raises and the statement rolls back (a store would
+ * then send it again, or answer as `append_event` does). `single statement` has its database plan
+ * it generically; `single statement (default plans)` leaves the choice to PostgreSQL, which plans it
+ * again on every call.
+ */
+const SINGLE_STATEMENT = `
+  WITH snap AS (SELECT position FROM idem.head WHERE id),
+       h AS (UPDATE idem.head SET position = position + 1 WHERE id RETURNING position),
+       chk AS (SELECT EXISTS (SELECT 1 FROM idem.events x WHERE x.id = $3::uuid) AS found,
+                      coalesce((SELECT max(x.version) FROM idem.events x WHERE x.stream = $1::text), 0) AS cur),
+       ins AS (INSERT INTO idem.events (position, id, stream, version, type, data, metadata, recorded_at, stream_hash)
+               SELECT h.position, $3::uuid, $1::text, chk.cur + 1, $4::text, $5::text::json, $6::text::json,
+                      clock_timestamp(), idem.stream_hash($1::text)
+               FROM h, chk, snap
+               WHERE h.position = snap.position + 1 AND NOT chk.found
+                 AND ($2::text = 'any' OR ($2::text = 'no_stream' AND chk.cur = 0)
+                      OR ($2::text = 'stream_exists' AND chk.cur > 0)
+                      OR ($2::text ~ '^[0-9]+$' AND chk.cur::numeric = $2::text::numeric))
+               RETURNING position, version)
+  SELECT CASE WHEN ins.position IS NULL THEN idem.append_refused()
+              ELSE 'ok ' || ins.version || ' ' || ins.position
+                   || left(pg_notify('idem_append_idem', ins.position::text)::text, 0) END AS r
+  FROM (SELECT 1) one LEFT JOIN ins ON true`;
+
+const REFUSED_FUNCTION = `
+  CREATE FUNCTION idem.append_refused() RETURNS text LANGUAGE plpgsql AS $fn$
+  BEGIN RAISE EXCEPTION 'append_refused: stored id, wrong expected version or a commit since the snapshot'; END
+  $fn$`;
+
+const VARIANTS: Record<string, readonly Piece[] | 'store' | 'scalar' | 'event' | 'single' | 'single-auto'> = {
   'store.append': 'store',
   append_event: 'event',
   'scalar parameters': 'scalar',
+  'single statement': 'single',
+  'single statement (default plans)': 'single-auto',
   append_one: [],
   'without notify': ['notify'],
   'without hash': ['hash'],
@@ -144,9 +180,22 @@ try {
     });
   };
   for (const name of names) {
+    const variant = VARIANTS[name]!;
+    if (variant === 'single')
+      await admin.query(`ALTER DATABASE ${databases.get(name)!} SET plan_cache_mode = force_generic_plan`);
     const store = await openPostgresStore({ connectionString: urlOf(databases.get(name)!) });
     stores.push(store);
-    const variant = VARIANTS[name]!;
+    if (variant === 'single' || variant === 'single-auto') {
+      await store.pool.query(REFUSED_FUNCTION);
+      sequential(name, (i, e) =>
+        store.pool.query({
+          name: 'single_statement_variant',
+          text: SINGLE_STATEMENT,
+          values: [streamOf(i), 'any', e.id, e.type, JSON.stringify(e.data), JSON.stringify(e.metadata)],
+        }),
+      );
+      continue;
+    }
     if (variant === 'store') {
       sequential(name, (i, e) => store.append(streamOf(i), [e]));
       continue;
@@ -229,7 +278,7 @@ try {
     const xs = micros.get(name)!;
     const over = median(xs.map((x, i) => x - rawMicros[i]!));
     console.log(
-      `${name.padEnd(26)} ${median(xs).toFixed(1).padStart(7)} µs, CPU ${median(cpuMicros.get(name)!).toFixed(1).padStart(5)} µs` +
+      `${name.padEnd(33)} ${median(xs).toFixed(1).padStart(7)} µs, CPU ${median(cpuMicros.get(name)!).toFixed(1).padStart(5)} µs` +
         (name === 'raw INSERT'
           ? ''
           : `  (raw INSERT + ${over.toFixed(1)} µs; raw / this ${(median(rawMicros) / median(xs)).toFixed(2)}x)`),
