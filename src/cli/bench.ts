@@ -58,7 +58,7 @@ export function registerBench(program: Command, ctx: CliContext): void {
     .option('--scale <factor>', 'multiply every size (e.g. 0.05 for a smoke run)')
     .option(
       '--rounds <n>',
-      'measure each repeated shape n times, interleaved after a warm-up, and report the median (default 3; 1 with --quick)',
+      "measure each repeated shape n times, interleaved after a warm-up, and report the median (default 3; 1 with --quick; postgres-append's one-event sequential pair 3n)",
     )
     .addHelpText('after', HELP)
     .action(async (flags: BenchFlags) => {
