@@ -6,7 +6,7 @@ import { openPostgresStore } from '../../postgres/index.js';
 import { openSqliteStore } from '../../sqlite/index.js';
 import type { AppenderCommand, AppenderMessage } from '../appenderChild.js';
 import { writeBulkLog } from '../bulkLog.js';
-import { baselineRow, round, row, type Timed } from '../measure.js';
+import { baselineRow, quantile, round, row, type Timed } from '../measure.js';
 import type { BenchRow, Scenario, ScenarioContext } from '../types.js';
 import { newEvent, populate, streamOf } from '../workload.js';
 
@@ -189,8 +189,8 @@ async function idleCost(
     if (c === 1) catchUpSeconds = Number(process.hrtime.bigint() - started) / 1e9;
     // Caught up, the subscriptions wait for appends (on PostgreSQL, LISTEN is on): the first appends
     // wake each of them to read once, find only left-out events and rest, and other processes'
-    // commits stop being heard a second later. That change happens once, when appends start; the row
-    // measures the subscriptions once they are idle, and reports the change's own cost apart.
+    // commits stop being heard a second later. That change happens when appends start after they
+    // subscribe (in every cycle); the row measures them once idle, and reports the change's cost apart.
     settling.push(await phase(`appends while ${subscriptions} subscriptions settle`, settleMs));
     withSubs.push(await phase(`appends with ${subscriptions} idle subscriptions`, phaseMs));
     await Promise.all(idle.subs.map((s) => s.close()));
@@ -217,7 +217,7 @@ async function idleCost(
       return round((100 * Math.max(0, extraCpuMs)) / (w.seconds * 1000), 1);
     })
     .sort((a, b) => a - b);
-  const idlePercent = percents[(percents.length - 1) >> 1]!;
+  const idlePercent = quantile(percents, 0.5);
   const measured = together(withSubs);
   // Nothing else runs in this process meanwhile: its CPU is the subscriptions' own.
   const ownPercent = (a: { hereCpuMs: number; hereSeconds: number }): number =>

@@ -116,10 +116,9 @@ export const postgresAppend: Scenario = {
     // are short (1,000 calls, half a second), each waits on one flush per call, and with three
     // rounds the same code read 0.50x to 1.00x raw from run to run on one machine. (`--quick`: one.)
     const log = (message: string): void => ctx.log(`${NAME}: ${message}`);
-    const shapes = appendShapes(n, (total, perCall, callers, ids) =>
+    const { single: singleShape, ...storeShapes } = appendShapes(n, (total, perCall, callers, ids) =>
       storeAppends(ctx, settle, total, perCall, callers, ids),
     );
-    const { single: singleShape, ...storeShapes } = shapes;
     const pair = await inRounds(
       ctx.quick ? ctx.rounds : ctx.rounds * SINGLE_ROUNDS,
       {
