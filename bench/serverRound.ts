@@ -4,9 +4,10 @@
 //   node --import tsx bench/serverRound.ts [sqlite | postgres-url] [events] [runs]
 // Each run: a server on a new store in a child process (this file, forked), 20,000 appends of the
 // bench's workload from 16 callers through `connect(url)`'s append WebSocket to warm it up, then
-// `events` (default 10,000) timed, each step the median over the run's frames; then the same
-// callers in-process on a new store; then 3,000 exchanges of a 4 KB buffer with an echo process over
-// loopback TCP. Timestamps come from `process.hrtime`, one monotonic clock for both processes; the
+// `events` (default 10,000) timed, each step the median over the run's frames, and the slowest tenth
+// of the rounds apart (their mean, their share of the time, and their trips and group); then the
+// same callers in-process on a new store, its rounds taken the same way; then 3,000 exchanges of a
+// 4 KB buffer with an echo process over loopback TCP. Timestamps come from `process.hrtime`, one monotonic clock for both processes; the
 // WebSocket's `emit` and `send` (the `ws` package's, which client and server share) and the store's
 // `append` are wrapped to take them. SQLite stores (durability full) go in a temporary directory,
 // PostgreSQL ones in a new database; both are removed at the end.
@@ -84,6 +85,40 @@ function median(xs: readonly number[]): number {
   );
 }
 
+function mean(xs: readonly number[]): number {
+  return xs.reduce((a, b) => a + b, 0) / xs.length;
+}
+
+/**
+ * The rounds' spread: `rounds[i]` is round i's time and `parts[name][i]` a step of it. Gives the
+ * median round, the mean of the slowest tenth of rounds, their share of all the rounds' time, and
+ * each part's mean over that slowest tenth.
+ */
+function slowestTenth(
+  prefix: string,
+  rounds: readonly number[],
+  parts: Record<string, readonly number[]>,
+): Record<string, number> {
+  const slow = rounds
+    .map((t, i) => [t, i] as const)
+    .sort((a, b) => b[0] - a[0])
+    .slice(0, Math.max(1, Math.round(rounds.length / 10)))
+    .map(([, i]) => i);
+  const total = rounds.reduce((a, b) => a + b, 0);
+  return {
+    [`${prefix}round, median, µs`]: median(rounds),
+    [`${prefix}round, slowest tenth (mean), µs`]: mean(slow.map((i) => rounds[i]!)),
+    [`${prefix}slowest tenth's share of the time, %`]:
+      (100 * slow.reduce((a, i) => a + rounds[i]!, 0)) / total,
+    ...Object.fromEntries(
+      Object.entries(parts).map(([name, xs]) => [
+        `${prefix}${name} in the slowest tenth (mean), µs`,
+        mean(slow.map((i) => xs[i]!)),
+      ]),
+    ),
+  };
+}
+
 interface ServerTimes {
   received: number[];
   sent: number[];
@@ -157,10 +192,15 @@ async function throughServer(where: string, events: number): Promise<Record<stri
       s[4]!.push(frames.received[i]! - server.sent[i]!);
       s[5]!.push(frames.sent[i + 1]! - frames.received[i]!);
     }
+    const rounds = s[0]!.map((_, j) => s.reduce((a, xs) => a + xs[j]!, 0));
     return {
       'events/s': rate,
       'round, µs': (CALLERS / rate) * 1e6,
       ...Object.fromEntries(Object.entries(steps).map(([name, xs]) => [`${name}, µs`, median(xs)])),
+      ...slowestTenth('', rounds, {
+        'the two trips': s[0]!.map((x, j) => x + s[4]![j]!),
+        'the group': s[2]!,
+      }),
     };
   } finally {
     await remote.close();
@@ -176,10 +216,17 @@ async function inProcess(where: string, events: number): Promise<Record<string, 
     await appendFrom16(store, WARM_UP);
     groups.length = 0;
     const rate = await appendFrom16(store, events);
+    // A round: from a group's first append to the next group's (the callers' turn between them).
+    const timedGroups = groups.slice(0, -1);
     return {
       'in-process events/s': rate,
       'in-process round, µs': (CALLERS / rate) * 1e6,
       'in-process group, µs': median(groups.map(([a, b]) => b - a)),
+      ...slowestTenth(
+        'in-process ',
+        timedGroups.map(([a], i) => groups[i + 1]![0] - a),
+        { 'the group': timedGroups.map(([a, b]) => b - a) },
+      ),
     };
   } finally {
     await store.close();
@@ -244,6 +291,8 @@ async function main(): Promise<void> {
   }
   const ratio = rows.map((r) => (r['events/s']! / r['in-process events/s']!).toFixed(2));
   console.log(`| through the server / in-process | ${ratio.join(' | ')} |`);
+  const medians = rows.map((r) => (r['in-process round, median, µs']! / r['round, median, µs']!).toFixed(2));
+  console.log(`| the same, median rounds | ${medians.join(' | ')} |`);
 }
 
 if (process.argv[2] === '--serve') await serve(process.argv[3]!);
