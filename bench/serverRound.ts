@@ -7,10 +7,11 @@
 // `events` (default 10,000) timed, each step the median over the run's frames, and the slowest tenth
 // of the rounds apart (their mean, their share of the time, and their trips and group); then the
 // same callers in-process on a new store, its rounds taken the same way; then 3,000 exchanges of a
-// 4 KB buffer with an echo process over loopback TCP. Timestamps come from `process.hrtime`, one monotonic clock for both processes; the
-// WebSocket's `emit` and `send` (the `ws` package's, which client and server share) and the store's
-// `append` are wrapped to take them. SQLite stores (durability full) go in a temporary directory,
-// PostgreSQL ones in a new database; both are removed at the end.
+// 4 KB buffer with an echo process over loopback TCP. Timestamps come from `process.hrtime`, one
+// monotonic clock for both processes; the WebSocket's `emit` and `send` (the `ws` package's, which
+// client and server share) and the store's `append` are wrapped to take them. SQLite stores
+// (durability full) go in a temporary directory, PostgreSQL ones in a new database; both are removed
+// at the end.
 import { fork, type ChildProcess } from 'node:child_process';
 import { createServer, connect as tcpConnect, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
@@ -85,8 +86,12 @@ function median(xs: readonly number[]): number {
   );
 }
 
+function sum(xs: readonly number[]): number {
+  return xs.reduce((a, b) => a + b, 0);
+}
+
 function mean(xs: readonly number[]): number {
-  return xs.reduce((a, b) => a + b, 0) / xs.length;
+  return sum(xs) / xs.length;
 }
 
 /**
@@ -104,12 +109,10 @@ function slowestTenth(
     .sort((a, b) => b[0] - a[0])
     .slice(0, Math.max(1, Math.round(rounds.length / 10)))
     .map(([, i]) => i);
-  const total = rounds.reduce((a, b) => a + b, 0);
   return {
     [`${prefix}round, median, µs`]: median(rounds),
     [`${prefix}round, slowest tenth (mean), µs`]: mean(slow.map((i) => rounds[i]!)),
-    [`${prefix}slowest tenth's share of the time, %`]:
-      (100 * slow.reduce((a, i) => a + rounds[i]!, 0)) / total,
+    [`${prefix}slowest tenth's share of the time, %`]: (100 * sum(slow.map((i) => rounds[i]!))) / sum(rounds),
     ...Object.fromEntries(
       Object.entries(parts).map(([name, xs]) => [
         `${prefix}${name} in the slowest tenth (mean), µs`,
@@ -216,7 +219,7 @@ async function inProcess(where: string, events: number): Promise<Record<string, 
     await appendFrom16(store, WARM_UP);
     groups.length = 0;
     const rate = await appendFrom16(store, events);
-    // A round: from a group's first append to the next group's (the callers' turn between them).
+    // A round in-process: from a group's first append to the next group's first append.
     const timedGroups = groups.slice(0, -1);
     return {
       'in-process events/s': rate,
