@@ -7,19 +7,25 @@
 // `events` (default 10,000) timed, each step the median over the run's frames, and the slowest tenth
 // of the rounds apart (their mean, their share of the time, and their trips and group); then the
 // same callers in-process on a new store, its rounds taken the same way; then 3,000 exchanges of a
-// 4 KB buffer with an echo process over loopback TCP. Timestamps come from `process.hrtime`, one
-// monotonic clock for both processes; the WebSocket's `emit` and `send` (the `ws` package's, which
-// client and server share) and the store's `append` are wrapped to take them. SQLite stores
-// (durability full) go in a temporary directory, PostgreSQL ones in a new database; both are removed
-// at the end.
+// 4 KB buffer with an echo process over loopback TCP; then, for SQLite, the raw rounds: the same
+// callers' events as raw better-sqlite3 rows (no idem), committed a turn's rows to a transaction in
+// this process, then in a child that gets them as a line of JSON over loopback TCP and answers a
+// line: the least a process boundary adds to a round here. Timestamps come from `process.hrtime`,
+// one monotonic clock for both processes; the WebSocket's `emit` and `send` (the `ws` package's,
+// which client and server share) and the store's `append` are wrapped to take them. SQLite stores
+// (durability full) go in a temporary directory, PostgreSQL ones in a new database; both are
+// removed at the end.
 import { fork, type ChildProcess } from 'node:child_process';
-import { createServer, connect as tcpConnect, type AddressInfo } from 'node:net';
+import { createServer, connect as tcpConnect, type AddressInfo, type Socket } from 'node:net';
 import { join } from 'node:path';
 import WebSocket from 'ws';
 import { connect } from '../src/client/index.js';
+import type { NewEvent } from '../src/core/event.js';
 import type { EventStore } from '../src/core/eventStore.js';
 import { quantile } from '../src/bench/measure.js';
+import { RawSqliteEvents } from '../src/bench/rawSqlite.js';
 import { BenchResources } from '../src/bench/resources.js';
+import type { RawRow } from '../src/bench/workload.js';
 import { appendInCalls } from '../src/bench/scenarios/sqliteAppend.js';
 import { openPostgresStore } from '../src/postgres/index.js';
 import { startServer } from '../src/server/index.js';
@@ -265,6 +271,127 @@ async function tcpRoundTrip(): Promise<Record<string, number>> {
   return { 'TCP round trip (4 KB), µs': median(trips) };
 }
 
+/**
+ * The same 16 callers and events without idem: each event becomes the raw baseline's row (its data
+ * and metadata as JSON text), a turn of the event loop's rows go to `flush` together, and each
+ * caller gets its row's position back. `flushes` gets the time of each flush's start.
+ */
+function rawAppends(
+  flush: (rows: RawRow[]) => Promise<number>,
+  flushes: number[],
+): Pick<EventStore, 'append'> {
+  let queue: { row: RawRow; resolve: (position: number) => void }[] = [];
+  const send = (): void => {
+    const batch = queue;
+    queue = [];
+    flushes.push(now());
+    void flush(batch.map((q) => q.row)).then((last) => {
+      batch.forEach((q, i) => q.resolve(last - batch.length + 1 + i));
+    });
+  };
+  const append = (stream: string, events: readonly NewEvent[]): Promise<number> => {
+    const e = events[0]!;
+    const row = {
+      id: e.id!,
+      stream,
+      type: e.type,
+      data: JSON.stringify(e.data),
+      metadata: JSON.stringify(e.metadata ?? {}),
+    };
+    return new Promise((resolve) => {
+      if (queue.length === 0) setImmediate(send);
+      queue.push({ row, resolve });
+    });
+  };
+  // The callers only wait for the call: a position stands in for the store's result.
+  return { append } as unknown as Pick<EventStore, 'append'>;
+}
+
+/** Calls `onLine` with each line (without its newline) that arrives on `socket`. */
+function readLines(socket: Socket, onLine: (line: string) => void): void {
+  let buffered = '';
+  socket.on('data', (d) => {
+    buffered += d.toString();
+    let end: number;
+    while ((end = buffered.indexOf('\n')) >= 0) {
+      const line = buffered.slice(0, end);
+      buffered = buffered.slice(end + 1);
+      onLine(line);
+    }
+  });
+}
+
+/** The child: a raw group commit of the rows each line brings, answered by a line with the last position. */
+function rawServe(dir: string): void {
+  const raw = new RawSqliteEvents(dir, 'raw-served');
+  const server = createServer((socket) => {
+    socket.setNoDelay(true);
+    readLines(socket, (line) => socket.write(`${raw.write(JSON.parse(line) as RawRow[])}\n`));
+  });
+  server.listen(0, '127.0.0.1', () => process.send!((server.address() as AddressInfo).port));
+  process.on('disconnect', () => {
+    raw.close();
+    process.exit(0);
+  });
+}
+
+/**
+ * The floor under a process boundary on this machine: the same callers' rounds with the least work
+ * idem's could do, raw better-sqlite3 group commits in this process, then the same rows sent as a
+ * line of JSON over loopback TCP to a child that commits them and answers a line.
+ */
+async function rawRounds(dir: string, events: number): Promise<Record<string, number>> {
+  const rounds = async (store: Pick<EventStore, 'append'>, flushes: number[]): Promise<[number, number]> => {
+    await appendFrom16(store, WARM_UP);
+    flushes.length = 0;
+    const rate = await appendFrom16(store, events);
+    return [rate, median(flushes.slice(1).map((t, i) => t - flushes[i]!))];
+  };
+  const local = new RawSqliteEvents(dir, 'raw-local');
+  const localFlushes: number[] = [];
+  let inProcessRate: number;
+  let inProcessRound: number;
+  try {
+    [inProcessRate, inProcessRound] = await rounds(
+      rawAppends((rows) => Promise.resolve(local.write(rows)), localFlushes),
+      localFlushes,
+    );
+  } finally {
+    local.close();
+  }
+  const child = fork(new URL(import.meta.url), ['--raw-serve', dir]);
+  const port = await nextMessage<number>(child);
+  const socket = tcpConnect(port, '127.0.0.1');
+  socket.setNoDelay(true);
+  await new Promise((resolve) => socket.once('connect', resolve));
+  const waiting: ((last: number) => void)[] = [];
+  readLines(socket, (line) => waiting.shift()!(Number(line)));
+  const remoteFlushes: number[] = [];
+  try {
+    const [rate, round] = await rounds(
+      rawAppends(
+        (rows) =>
+          new Promise((resolve) => {
+            waiting.push(resolve);
+            socket.write(`${JSON.stringify(rows)}\n`);
+          }),
+        remoteFlushes,
+      ),
+      remoteFlushes,
+    );
+    return {
+      'raw in-process events/s': inProcessRate,
+      'raw in-process round, median, µs': inProcessRound,
+      'raw across processes events/s': rate,
+      'raw across processes round, median, µs': round,
+    };
+  } finally {
+    socket.destroy();
+    child.disconnect();
+    await new Promise((resolve) => child.once('exit', resolve));
+  }
+}
+
 async function main(): Promise<void> {
   const [target = 'sqlite', eventsArg = '10000', runsArg = '3'] = process.argv.slice(2);
   const events = Number(eventsArg);
@@ -279,6 +406,7 @@ async function main(): Promise<void> {
         ...(await throughServer(await newStore(), events)),
         ...(await inProcess(await newStore(), events)),
         ...(await tcpRoundTrip()),
+        ...(target.startsWith('postgres') ? {} : await rawRounds(await resources.tempDir(), events)),
       });
       console.error(`run ${run}/${runs} done`);
     }
@@ -296,8 +424,27 @@ async function main(): Promise<void> {
   console.log(`| through the server / in-process | ${ratio.join(' | ')} |`);
   const medians = rows.map((r) => (r['in-process round, median, µs']! / r['round, median, µs']!).toFixed(2));
   console.log(`| the same, median rounds | ${medians.join(' | ')} |`);
+  if (target.startsWith('postgres')) return;
+  // What a process boundary adds to a median round at the least (the raw rounds'), added to idem's
+  // in-process round: the best ratio any server of idem's in-process store could reach here.
+  const floor = rows.map(
+    (r) => r['raw across processes round, median, µs']! - r['raw in-process round, median, µs']!,
+  );
+  console.log(
+    `| raw: across processes / in-process (rates) | ${rows.map((r) => (r['raw across processes events/s']! / r['raw in-process events/s']!).toFixed(2)).join(' | ')} |`,
+  );
+  console.log(
+    `| raw: what the boundary adds to a median round, µs | ${floor.map((f) => Math.round(f)).join(' | ')} |`,
+  );
+  const best = rows.map(
+    (r, i) => r['in-process round, median, µs']! / (r['in-process round, median, µs']! + floor[i]!),
+  );
+  console.log(
+    `| idem's in-process median round / (that + the raw addition) | ${best.map((b) => b.toFixed(2)).join(' | ')} |`,
+  );
 }
 
 if (process.argv[2] === '--serve') await serve(process.argv[3]!);
 else if (process.argv[2] === '--echo') echo();
+else if (process.argv[2] === '--raw-serve') rawServe(process.argv[3]!);
 else await main();

@@ -36,8 +36,8 @@ export class RawSqliteEvents {
     );
   }
 
-  /** Inserts `rows` in one transaction (one fsync). */
-  write(rows: readonly RawRow[]): void {
+  /** Inserts `rows` in one transaction (one fsync); answers the last row's position. */
+  write(rows: readonly RawRow[]): number {
     const recordedAt = new Date().toISOString();
     this.db.transaction(() => {
       for (const r of rows) {
@@ -46,6 +46,7 @@ export class RawSqliteEvents {
         this.insert.run(++this.position, r.id, r.stream, version, r.type, r.data, r.metadata, recordedAt);
       }
     })();
+    return this.position;
   }
 
   close(): void {
