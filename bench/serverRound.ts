@@ -336,8 +336,8 @@ function rawServe(dir: string): void {
 }
 
 /**
- * The floor under a process boundary on this machine: the same callers' rounds with the least work
- * idem's could do, raw better-sqlite3 group commits in this process, then the same rows sent as a
+ * The floor under a process boundary on this machine: the same callers' rounds with the least work a
+ * server could do, raw better-sqlite3 group commits in this process, then the same rows sent as a
  * line of JSON over loopback TCP to a child that commits them and answers a line.
  */
 async function rawRounds(dir: string, events: number): Promise<Record<string, number>> {
@@ -440,7 +440,7 @@ async function main(): Promise<void> {
     (r, i) => r['in-process round, median, µs']! / (r['in-process round, median, µs']! + floor[i]!),
   );
   console.log(
-    `| idem's in-process median round / (that + the raw addition) | ${best.map((b) => b.toFixed(2)).join(' | ')} |`,
+    `| best ratio for idem: its in-process median round / (that + the raw addition) | ${best.map((b) => b.toFixed(2)).join(' | ')} |`,
   );
 }
 
