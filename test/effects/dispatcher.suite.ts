@@ -165,21 +165,29 @@ export function describeDispatcher(label: string, make: MakeFixture, skip: strin
           await ctx.effect('slow', {});
         },
       });
-      const handlers = {
-        slow: async () => {
-          calls++;
-          await gate;
-          return 'ok';
-        },
-      };
+      // A lease long enough for a loaded machine's pauses (a renewal every 400 ms, 1.2 s to land).
+      const leaseMs = 1_200;
       const a = createEffectDispatcher({
         target: fx.target,
-        handlers,
+        handlers: {
+          slow: async () => {
+            calls++;
+            await gate;
+            return 'ok';
+          },
+        },
         owner: 'a',
-        leaseMs: 150,
+        leaseMs,
         pollIntervalMs: 10,
       });
-      const b = createEffectDispatcher({ target: fx.target, handlers, owner: 'b', leaseMs: 150 });
+      // b's call returns at once: were b to take the effect over, its `runOnce` would answer 1.
+      let callsByB = 0;
+      const b = createEffectDispatcher({
+        target: fx.target,
+        handlers: { slow: () => Promise.resolve(`b ${++callsByB}`) },
+        owner: 'b',
+        leaseMs,
+      });
       try {
         await appendInvoices(fx.store, 1, 1);
         await consumer.start();
@@ -195,9 +203,9 @@ export function describeDispatcher(label: string, make: MakeFixture, skip: strin
         await until(
           async () => {
             const [row] = await listEffects(fx.target);
-            return row && Date.parse(row.leaseUntil ?? '0') > claimedUntil + 300;
+            return row && Date.parse(row.leaseUntil ?? '0') > claimedUntil + leaseMs;
           },
-          { message: 'the lease renewed past two lease periods' },
+          { message: 'the lease renewed a lease period past its first term' },
         );
         assert.equal(await b.runOnce(), 0, 'b finds nothing to claim');
         release();
@@ -205,6 +213,7 @@ export function describeDispatcher(label: string, make: MakeFixture, skip: strin
           message: 'the slow effect done',
         });
         assert.equal(calls, 1);
+        assert.equal(callsByB, 0);
         const [row] = await listEffects(fx.target);
         assert.equal(row?.attempts, 1);
         assert.equal(row?.result, 'ok');
