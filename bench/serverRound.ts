@@ -7,14 +7,14 @@
 // `events` (default 10,000) timed, each step the median over the run's frames, and the slowest tenth
 // of the rounds apart (their mean, their share of the time, and their trips and group); then the
 // same callers in-process on a new store, its rounds taken the same way; then 3,000 exchanges of a
-// 4 KB buffer with an echo process over loopback TCP; then, for SQLite, the raw rounds: the same
-// callers' events as raw better-sqlite3 rows (no idem), committed a turn's rows to a transaction in
-// this process, then in a child that gets them as a line of JSON over loopback TCP and answers a
-// line: the least a process boundary adds to a round here. Timestamps come from `process.hrtime`,
-// one monotonic clock for both processes; the WebSocket's `emit` and `send` (the `ws` package's,
-// which client and server share) and the store's `append` are wrapped to take them. SQLite stores
-// (durability full) go in a temporary directory, PostgreSQL ones in a new database; both are
-// removed at the end.
+// 4 KB buffer with an echo process over loopback TCP; then the raw rounds: the same callers' events
+// as the raw baseline's rows (no idem), a turn's rows committed together (a better-sqlite3
+// transaction, or one `pg` multi-VALUES insert) in this process, then in a child that gets them as a
+// line of JSON over loopback TCP and answers a line: the least a process boundary adds to a round.
+// Timestamps come from `process.hrtime`, one monotonic clock for both processes; the WebSocket's
+// `emit` and `send` (the `ws` package's, which client and server share) and the store's `append` are
+// wrapped to take them. SQLite stores (durability full) go in temporary directories, PostgreSQL ones
+// in new databases; all are removed at the end.
 import { fork, type ChildProcess } from 'node:child_process';
 import { createServer, connect as tcpConnect, type AddressInfo, type Socket } from 'node:net';
 import { join } from 'node:path';
@@ -23,8 +23,9 @@ import { connect } from '../src/client/index.js';
 import type { NewEvent } from '../src/core/event.js';
 import type { EventStore } from '../src/core/eventStore.js';
 import { quantile } from '../src/bench/measure.js';
+import { RawPostgresEvents } from '../src/bench/rawPostgres.js';
 import { RawSqliteEvents } from '../src/bench/rawSqlite.js';
-import { BenchResources } from '../src/bench/resources.js';
+import { BenchResources, loadPgModule } from '../src/bench/resources.js';
 import type { RawRow } from '../src/bench/workload.js';
 import { appendInCalls } from '../src/bench/scenarios/sqliteAppend.js';
 import { openPostgresStore } from '../src/postgres/index.js';
@@ -321,45 +322,59 @@ function readLines(socket: Socket, onLine: (line: string) => void): void {
   });
 }
 
+/** The raw baseline's writer for a temporary directory (SQLite) or a database (PostgreSQL). */
+interface RawWriter {
+  write(rows: readonly RawRow[]): number | Promise<number>;
+  close(): void | Promise<void>;
+}
+
+async function openRaw(where: string, name: string): Promise<RawWriter> {
+  return where.startsWith('postgres')
+    ? RawPostgresEvents.open(await loadPgModule(), where)
+    : new RawSqliteEvents(where, name);
+}
+
 /** The child: a raw group commit of the rows each line brings, answered by a line with the last position. */
-function rawServe(dir: string): void {
-  const raw = new RawSqliteEvents(dir, 'raw-served');
+async function rawServe(where: string): Promise<void> {
+  const raw = await openRaw(where, 'raw-served');
   const server = createServer((socket) => {
     socket.setNoDelay(true);
-    readLines(socket, (line) => socket.write(`${raw.write(JSON.parse(line) as RawRow[])}\n`));
+    readLines(socket, (line) => {
+      void Promise.resolve(raw.write(JSON.parse(line) as RawRow[])).then((last) => socket.write(`${last}\n`));
+    });
   });
   server.listen(0, '127.0.0.1', () => process.send!((server.address() as AddressInfo).port));
   process.on('disconnect', () => {
-    raw.close();
-    process.exit(0);
+    void Promise.resolve(raw.close()).then(() => process.exit(0));
   });
 }
 
 /**
  * The floor under a process boundary on this machine: the same callers' rounds with the least work a
- * server could do, raw better-sqlite3 group commits in this process, then the same rows sent as a
- * line of JSON over loopback TCP to a child that commits them and answers a line.
+ * server could do, raw group commits (better-sqlite3 transactions, or `pg` multi-VALUES inserts) in
+ * this process on the store at `local`, then the same rows sent as a line of JSON over loopback TCP
+ * to a child that commits them to the store at `remote` and answers a line.
  */
-async function rawRounds(dir: string, events: number): Promise<Record<string, number>> {
+async function rawRounds(local: string, remote: string, events: number): Promise<Record<string, number>> {
   const rounds = async (store: Pick<EventStore, 'append'>, flushes: number[]): Promise<[number, number]> => {
     await appendFrom16(store, WARM_UP);
     flushes.length = 0;
     const rate = await appendFrom16(store, events);
     return [rate, median(flushes.slice(1).map((t, i) => t - flushes[i]!))];
   };
-  const local = new RawSqliteEvents(dir, 'raw-local');
+  const raw = await openRaw(local, 'raw-local');
   const localFlushes: number[] = [];
   let inProcessRate: number;
   let inProcessRound: number;
   try {
     [inProcessRate, inProcessRound] = await rounds(
-      rawAppends((rows) => Promise.resolve(local.write(rows)), localFlushes),
+      rawAppends((rows) => Promise.resolve(raw.write(rows)), localFlushes),
       localFlushes,
     );
   } finally {
-    local.close();
+    await raw.close();
   }
-  const child = fork(new URL(import.meta.url), ['--raw-serve', dir]);
+  const child = fork(new URL(import.meta.url), ['--raw-serve', remote]);
   const port = await nextMessage<number>(child);
   const socket = tcpConnect(port, '127.0.0.1');
   socket.setNoDelay(true);
@@ -399,6 +414,8 @@ async function main(): Promise<void> {
   const resources = new BenchResources(target.startsWith('postgres') ? target : '');
   const newStore = async (): Promise<string> =>
     target.startsWith('postgres') ? resources.postgresDatabase() : join(await resources.tempDir(), 'idem.db');
+  const newRawPlace = (): Promise<string> =>
+    target.startsWith('postgres') ? resources.postgresDatabase() : resources.tempDir();
   const rows: Record<string, number>[] = [];
   try {
     for (let run = 1; run <= runs; run++) {
@@ -406,7 +423,7 @@ async function main(): Promise<void> {
         ...(await throughServer(await newStore(), events)),
         ...(await inProcess(await newStore(), events)),
         ...(await tcpRoundTrip()),
-        ...(target.startsWith('postgres') ? {} : await rawRounds(await resources.tempDir(), events)),
+        ...(await rawRounds(await newRawPlace(), await newRawPlace(), events)),
       });
       console.error(`run ${run}/${runs} done`);
     }
@@ -424,7 +441,6 @@ async function main(): Promise<void> {
   console.log(`| through the server / in-process | ${ratio.join(' | ')} |`);
   const medians = rows.map((r) => (r['in-process round, median, µs']! / r['round, median, µs']!).toFixed(2));
   console.log(`| the same, median rounds | ${medians.join(' | ')} |`);
-  if (target.startsWith('postgres')) return;
   // What a process boundary adds to a median round at the least (the raw rounds'), added to idem's
   // in-process round: the best ratio any server of idem's in-process store could reach here.
   const floor = rows.map(
@@ -446,5 +462,5 @@ async function main(): Promise<void> {
 
 if (process.argv[2] === '--serve') await serve(process.argv[3]!);
 else if (process.argv[2] === '--echo') echo();
-else if (process.argv[2] === '--raw-serve') rawServe(process.argv[3]!);
+else if (process.argv[2] === '--raw-serve') await rawServe(process.argv[3]!);
 else await main();

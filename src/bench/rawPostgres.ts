@@ -34,8 +34,8 @@ export class RawPostgresEvents {
     return new RawPostgresEvents(client);
   }
 
-  /** One INSERT of `rows` (one multi-VALUES statement, one transaction). */
-  async write(rows: readonly RawRow[]): Promise<void> {
+  /** One INSERT of `rows` (one multi-VALUES statement, one transaction); answers the last row's position. */
+  async write(rows: readonly RawRow[]): Promise<number> {
     const params: unknown[] = [];
     const now = new Date().toISOString();
     for (const r of rows) {
@@ -48,6 +48,7 @@ export class RawPostgresEvents {
       values: params,
       name: `raw_insert_${rows.length}`,
     });
+    return params[params.length - 8] as number;
   }
 
   async close(): Promise<void> {
