@@ -38,17 +38,19 @@ export class RawPostgresEvents {
   async write(rows: readonly RawRow[]): Promise<number> {
     const params: unknown[] = [];
     const now = new Date().toISOString();
+    let last = this.position;
     for (const r of rows) {
       const version = (this.versions.get(r.stream) ?? 0) + 1;
       this.versions.set(r.stream, version);
-      params.push(++this.position, r.id, r.stream, version, r.type, r.data, r.metadata, now);
+      last = ++this.position;
+      params.push(last, r.id, r.stream, version, r.type, r.data, r.metadata, now);
     }
     await this.client.query({
       text: this.insertSql(rows.length),
       values: params,
       name: `raw_insert_${rows.length}`,
     });
-    return params[params.length - 8] as number;
+    return last;
   }
 
   async close(): Promise<void> {
