@@ -44,7 +44,8 @@ export function formatTable(report: BenchReport): string {
       .trimEnd();
   const out = [
     `idem bench (${report.mode}) ${report.startedAt} on ${report.machine.cpus} x ${report.machine.cpuModel}, ` +
-      `${report.machine.memoryGb} GB, node ${report.machine.node}`,
+      `${report.machine.memoryGb} GB, node ${report.machine.node}` +
+      (report.machine.cpuIdle === undefined ? '' : `, ${report.machine.cpuIdle}`),
     '',
     line(HEADERS),
     line(widths.map((w) => '-'.repeat(w))),

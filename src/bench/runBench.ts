@@ -1,5 +1,5 @@
-import { cpus, totalmem } from 'node:os';
 import { InvalidInputError } from '../core/errors.js';
+import { machineInfo } from './machine.js';
 import { DEFAULT_POSTGRES_URL, BenchResources, flushDirtyPages } from './resources.js';
 import { SCENARIOS } from './scenarios/index.js';
 import type { BenchReport, Scenario, ScenarioContext } from './types.js';
@@ -39,17 +39,10 @@ export async function runBench(options: BenchOptions = {}): Promise<BenchReport>
   const resources = new BenchResources(
     options.postgresUrl ?? process.env.IDEM_PG_URL ?? process.env.IDEM_POSTGRES_URL ?? DEFAULT_POSTGRES_URL,
   );
-  const cpuList = cpus();
   const report: BenchReport = {
     startedAt: new Date(started).toISOString(),
     mode: quick ? 'quick' : 'full',
-    machine: {
-      cpus: cpuList.length,
-      cpuModel: cpuList[0]?.model.trim() ?? 'unknown',
-      memoryGb: Math.round(totalmem() / 2 ** 30),
-      platform: `${process.platform}-${process.arch}`,
-      node: process.version,
-    },
+    machine: machineInfo(),
     scenarios: selected.map((s) => s.name),
     rows: [],
     skipped: [],

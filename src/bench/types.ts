@@ -33,7 +33,15 @@ export interface BenchReport {
   /** ISO time the run started. */
   startedAt: string;
   mode: 'quick' | 'full';
-  machine: { cpus: number; cpuModel: string; memoryGb: number; platform: string; node: string };
+  machine: {
+    cpus: number;
+    cpuModel: string;
+    memoryGb: number;
+    platform: string;
+    node: string;
+    /** How an idle CPU waits (Linux: `cpuidle haltpoll, polls up to 0 ns`); absent where unknown. */
+    cpuIdle?: string;
+  };
   scenarios: string[];
   rows: BenchRow[];
   skipped: SkippedScenario[];
