@@ -8,6 +8,7 @@ import { cpus, totalmem } from 'node:os';
 import { join } from 'node:path';
 import type { BenchReport } from './types.js';
 
+/** The report's `machine`; `sysRoot` is where `/sys` is read from (tests give a tree of their own). */
 export function machineInfo(sysRoot = '/sys'): BenchReport['machine'] {
   const cpuList = cpus();
   const machine: BenchReport['machine'] = {
